@@ -1,0 +1,92 @@
+"""Kernel configs: the knobs the tuner searches, their defaults, and the rules a config must obey.
+
+A config is a plain dict of knob values, the same keys the search spaces (`search_spaces/*.yaml`) use.
+Upper-case knobs are Triton constexprs of the kernel; lower-case knobs are launch options.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+
+class InvalidConfig(ValueError):
+    """A config that cannot run for a given problem (a kernel rule, a tile that cannot fit, a failed compile)."""
+
+
+# Every knob the launcher understands, with its type and the values the kernel accepts.
+# The search spaces choose subsets of these; `validate_config` enforces them.
+KNOBS: dict[str, type] = {
+    "BLOCK_M": int,  # query rows per program
+    "BLOCK_N": int,  # key rows per inner-loop step
+    "num_warps": int,
+    "num_stages": int,  # software-pipelining depth of the key/value loop
+    "PRE_LOAD_V": bool,  # issue the V load before the softmax instead of after it
+    "SPLIT_MASK": bool,  # key loop split into unmasked full blocks and masked (causal diagonal, tail) blocks
+    "USE_TMA": bool,  # tensor-descriptor (TMA on Hopper) loads of K and V instead of pointer loads
+    # AMD-only launch options, passed through to the HIP backend.
+    "waves_per_eu": int,
+    "matrix_instr_nonkdim": int,
+    "kpack": int,
+}
+AMD_ONLY_KNOBS = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})
+CONSTEXPR_KNOBS = ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "SPLIT_MASK", "USE_TMA")
+
+_POW2_BLOCKS = (16, 32, 64, 128, 256)
+
+
+def default_config(head_dim: int = 128) -> dict[str, Any]:
+    """The documented default used when no config is given and no tuned artifact matches.
+
+    Moderate tiles that fit every supported GPU's shared memory up to head dim 256 (64 x 256 x 2 bytes for each
+    of K and V at 2 stages stays under Ampere's 164 KB), with more warps for wide heads.
+    """
+    big = head_dim > 128
+    return {
+        "BLOCK_M": 64 if big else 128,
+        "BLOCK_N": 32 if big else 64,
+        "num_warps": 8 if head_dim >= 128 else 4,
+        "num_stages": 2,
+        "PRE_LOAD_V": False,
+        "SPLIT_MASK": True,
+        "USE_TMA": False,
+    }
+
+
+def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: str = "cpu") -> dict[str, Any]:
+    """Return a complete config (defaults filled in) or raise InvalidConfig naming the bad knob.
+
+    `vendor` is "nvidia", "amd" or "cpu" (the Triton interpreter); AMD-only knobs are refused on NVIDIA.
+    """
+    if not isinstance(config, Mapping):
+        raise InvalidConfig(f"config must be a dict of knob values, got {type(config).__name__}")
+    unknown = sorted(set(config) - set(KNOBS))
+    if unknown:
+        raise InvalidConfig(f"unknown knob(s) {unknown}; known knobs are {sorted(KNOBS)}")
+    out = default_config(head_dim)
+    for name, value in config.items():
+        want = KNOBS[name]
+        # bool is an int subclass: refuse True for an int knob and 1 for a bool knob, both are likely typos.
+        if want is bool:
+            if not isinstance(value, bool):
+                raise InvalidConfig(f"knob {name} must be true or false, got {value!r}")
+        elif isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidConfig(f"knob {name} must be an integer, got {value!r}")
+        out[name] = value
+    for name in ("BLOCK_M", "BLOCK_N"):
+        if out[name] not in _POW2_BLOCKS:
+            raise InvalidConfig(f"{name}={out[name]} must be one of {_POW2_BLOCKS} (tl.dot needs >= 16, powers of 2)")
+    if out["num_warps"] not in (1, 2, 4, 8, 16):
+        raise InvalidConfig(f"num_warps={out['num_warps']} must be a power of two from 1 to 16")
+    if not 1 <= out["num_stages"] <= 8:
+        raise InvalidConfig(f"num_stages={out['num_stages']} must be between 1 and 8")
+    amd = AMD_ONLY_KNOBS & set(config)
+    if amd and vendor == "nvidia":
+        raise InvalidConfig(f"knob(s) {sorted(amd)} exist only on AMD GPUs")
+    if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
+        raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
+    if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):
+        raise InvalidConfig(f"matrix_instr_nonkdim={out['matrix_instr_nonkdim']} must be 0, 16 or 32")
+    if "kpack" in out and out["kpack"] not in (1, 2):
+        raise InvalidConfig(f"kpack={out['kpack']} must be 1 or 2")
+    return out

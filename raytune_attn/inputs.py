@@ -1,0 +1,87 @@
+"""Checks of the tensors handed to the public API: every problem raises ValueError naming what is wrong."""
+
+from __future__ import annotations
+
+import torch
+
+from raytune_attn.device import interpreter_enabled
+
+MAX_HEAD_DIM = 256
+_GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
+
+
+def _check_common(q, k, v, rank: int, layout: str):
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() != rank:
+            raise ValueError(f"{name} must have {rank} dimensions {layout}, got shape {tuple(t.shape)}")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
+    if q.dtype not in _GPU_DTYPES:
+        raise ValueError(f"dtype {q.dtype} is not supported: use float16 or bfloat16 (float32 in the interpreter)")
+    if not (q.device == k.device == v.device):
+        raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if q.device.type == "cpu" and not interpreter_enabled():
+        raise ValueError("CPU tensors run only in the Triton interpreter: set TRITON_INTERPRET=1, or move them to a GPU")
+    d = q.shape[-1]
+    if k.shape[-1] != d or v.shape[-1] != d:
+        raise ValueError(f"head dims differ: q {d}, k {k.shape[-1]}, v {v.shape[-1]}")
+    if d > MAX_HEAD_DIM or d < 1:
+        raise ValueError(f"head dim {d} is outside the supported 1..{MAX_HEAD_DIM}")
+
+
+def _check_heads(hq: int, hk: int, hv: int):
+    if hk != hv:
+        raise ValueError(f"k and v must have the same number of heads, got {hk} and {hv}")
+    if hq % hk:
+        raise ValueError(f"query heads ({hq}) must be a multiple of key/value heads ({hk}) for GQA/MQA")
+
+
+def check_dense(q, k, v):
+    """q (B, Hq, Sq, D), k and v (B, Hkv, Sk, D): SDPA's layout."""
+    _check_common(q, k, v, 4, "(batch, heads, seqlen, head_dim)")
+    if not (q.shape[0] == k.shape[0] == v.shape[0]):
+        raise ValueError(f"batch sizes differ: q {q.shape[0]}, k {k.shape[0]}, v {v.shape[0]}")
+    if k.shape[2] != v.shape[2]:
+        raise ValueError(f"k and v sequence lengths differ: {k.shape[2]} and {v.shape[2]}")
+    _check_heads(q.shape[1], k.shape[1], v.shape[1])
+
+
+def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k):
+    """q (total_q, Hq, D), k and v (total_k, Hkv, D), cu_seqlens int32 (B+1,): flash-attn's varlen layout.
+
+    Reads cu_seqlens on the host to check them (a device sync on GPU): a wrong offset would otherwise read or
+    write out of bounds.
+    """
+    _check_common(q, k, v, 3, "(total_tokens, heads, head_dim)")
+    if k.shape[0] != v.shape[0]:
+        raise ValueError(f"k and v token counts differ: {k.shape[0]} and {v.shape[0]}")
+    _check_heads(q.shape[1], k.shape[1], v.shape[1])
+    lens = {}
+    for name, cu, total, max_len in (
+        ("cu_seqlens_q", cu_seqlens_q, q.shape[0], max_seqlen_q),
+        ("cu_seqlens_k", cu_seqlens_k, k.shape[0], max_seqlen_k),
+    ):
+        if not isinstance(cu, torch.Tensor) or cu.dim() != 1 or cu.numel() < 2:
+            raise ValueError(f"{name} must be a 1-D tensor of batch+1 offsets")
+        if cu.dtype != torch.int32:
+            raise ValueError(f"{name} must be int32, got {cu.dtype}")
+        if cu.device != q.device:
+            raise ValueError(f"{name} is on {cu.device} but q is on {q.device}")
+        offsets = cu.tolist()
+        if offsets[0] != 0:
+            raise ValueError(f"{name} must start at 0, got {offsets[0]}")
+        if any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
+            raise ValueError(f"{name} must be non-decreasing, got {offsets}")
+        if offsets[-1] != total:
+            raise ValueError(f"{name} ends at {offsets[-1]} but the packed tensor has {total} tokens")
+        longest = max(b - a for a, b in zip(offsets, offsets[1:], strict=False))
+        if not isinstance(max_len, int) or max_len < longest:
+            raise ValueError(f"max_seqlen for {name} must be an int >= the longest sequence ({longest}), got {max_len}")
+        lens[name] = len(offsets)
+    if lens["cu_seqlens_q"] != lens["cu_seqlens_k"]:
+        raise ValueError(
+            f"cu_seqlens_q and cu_seqlens_k describe different batch sizes: {lens['cu_seqlens_q'] - 1} "
+            f"and {lens['cu_seqlens_k'] - 1}"
+        )

@@ -1,0 +1,156 @@
+"""The kernel against float64 references: shapes, layouts, causal, GQA/MQA, head dims, dtypes and every knob.
+
+On a machine without a GPU these run in the Triton interpreter in float32; on a GPU in float16 and bfloat16.
+Every output is poisoned with NaN before the call, so an element the kernel never writes fails the check.
+"""
+
+import itertools
+
+import pytest
+import torch
+from conftest import DEVICE, HAS_GPU
+from reference import attention_reference, rel_err, tolerance, varlen_reference
+
+from raytune_attn.config import validate_config
+from raytune_attn.kernels.flash_attn import flash_attn_fwd
+
+DTYPES = [torch.float16, torch.bfloat16] if HAS_GPU else [torch.float32]
+
+# (batch, Hq, Hkv, Sq, Sk, head_dim): odd lengths, Sq != Sk both ways, MHA/GQA/MQA, head dims 32..256
+# including the non-powers of two that get padded (80, 96, 112, 160, 192).
+SHAPES = [
+    (1, 1, 1, 1, 1, 32),
+    (2, 2, 2, 7, 7, 64),
+    (1, 2, 2, 77, 77, 128),
+    (2, 4, 1, 33, 100, 96),
+    (1, 4, 2, 100, 33, 112),
+    (1, 2, 2, 65, 65, 160),
+    (1, 2, 1, 40, 50, 192),
+    (1, 1, 1, 48, 48, 256),
+    (1, 2, 2, 17, 17, 80),
+    (1, 2, 1, 1000, 1000, 64),
+]
+
+# Small tiles keep the interpreter fast; every knob value appears at least once across the list.
+CPU_CONFIGS = [
+    dict(zip(("BLOCK_M", "BLOCK_N"), bm_bn, strict=False), PRE_LOAD_V=p, SPLIT_MASK=s, USE_TMA=t, num_warps=w, num_stages=n)
+    for bm_bn, (p, s, t, w, n) in zip(
+        itertools.product((16, 32, 64, 128), (16, 32, 64)),
+        itertools.cycle(itertools.product((False, True), (True, False), (False, True), (4, 8), (1, 3))),
+    )
+]
+# On a GPU: a representative grid, the full product of the algorithmic knobs with Hopper-sized tiles.
+GPU_CONFIGS = [
+    dict(BLOCK_M=bm, BLOCK_N=bn, PRE_LOAD_V=p, SPLIT_MASK=s, USE_TMA=t, num_warps=w, num_stages=n)
+    for (bm, bn), p, s, t, (w, n) in itertools.product(
+        ((64, 32), (64, 64), (128, 32), (128, 64), (128, 128)), (False, True), (True, False), (False, True),
+        ((4, 2), (8, 3)),
+    )
+]
+CONFIGS = GPU_CONFIGS if HAS_GPU else CPU_CONFIGS
+TMA_OK = not HAS_GPU or torch.cuda.get_device_capability()[0] >= 9
+
+
+def _rand(*shape, dtype):
+    return torch.randn(*shape, device=DEVICE, dtype=dtype)
+
+
+def _check_dense(shape, causal, dtype, config, scale=None):
+    b, hq, hkv, sq, sk, d = shape
+    q, k, v = _rand(b, hq, sq, d, dtype=dtype), _rand(b, hkv, sk, d, dtype=dtype), _rand(b, hkv, sk, d, dtype=dtype)
+    cfg = validate_config(config, head_dim=d, vendor="nvidia" if HAS_GPU else "cpu")
+    if cfg["USE_TMA"] and not TMA_OK:
+        pytest.skip("tensor-descriptor loads need Hopper")
+    out = torch.full_like(q, float("nan"))
+    out, lse = flash_attn_fwd(q, k, v, cfg, causal=causal, softmax_scale=scale, return_lse=True, out=out)
+    ref, ref_lse = attention_reference(q, k, v, causal, scale)
+    err = rel_err(out, ref)
+    assert err < tolerance(dtype, DEVICE), f"rel err {err:.2e} for {shape} causal={causal} {cfg}"
+    # lse is float32 whatever the inputs: compare where finite, and -inf exactly where a row sees no key.
+    lse = lse.cpu().double()
+    assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse))
+    fin = torch.isfinite(ref_lse)
+    if fin.any():
+        assert (lse[fin] - ref_lse[fin]).abs().max().item() < 100 * tolerance(dtype, DEVICE)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+def test_dense_shapes(shape, causal, dtype):
+    _check_dense(shape, causal, dtype, {"BLOCK_M": 64, "BLOCK_N": 32})
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(f"{k}{int(v)}" for k, v in c.items()))
+def test_every_knob(config, causal, dtype):
+    # Sq < Sk, ragged lengths and a padded head dim exercise the diagonal, the tail block and the head mask.
+    _check_dense((1, 4, 2, 77, 100, 80), causal, dtype, config)
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_default_config_each_head_dim(dtype):
+    for d in (32, 64, 80, 96, 112, 128, 160, 192, 256):
+        _check_dense((1, 2, 2, 33, 33, d), True, dtype, {})
+
+
+@pytest.mark.parametrize("scale", [0.05, 1.0])
+def test_softmax_scale(scale):
+    _check_dense((1, 2, 2, 33, 47, 64), False, DTYPES[0], {"BLOCK_M": 32, "BLOCK_N": 16}, scale=scale)
+
+
+def test_amd_knobs_pass_through():
+    # In the interpreter and on HIP these launch options are accepted; on NVIDIA validate_config refuses them.
+    if HAS_GPU and not torch.version.hip:
+        pytest.skip("AMD-only knobs")
+    cfg = {"BLOCK_M": 32, "BLOCK_N": 16, "waves_per_eu": 2, "matrix_instr_nonkdim": 16, "kpack": 2}
+    _check_dense((1, 2, 2, 33, 33, 64), True, DTYPES[0], cfg)
+
+
+# Varlen batches: per-sequence q and k lengths, including empty sequences and Sq != Sk within a sequence.
+VARLEN = [
+    ([1, 7, 77], [1, 7, 77]),
+    ([0, 5, 33], [3, 0, 40]),
+    ([100], [100]),
+    ([16, 16, 16, 16], [16, 20, 8, 16]),
+    ([50, 1, 13], [20, 30, 13]),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("lens", VARLEN, ids=lambda lens: "-".join(map(str, lens[0])))
+@pytest.mark.parametrize("heads_dim", [(4, 2, 64), (2, 2, 96), (4, 1, 128)], ids=lambda h: "hq%d-hkv%d-d%d" % h)
+@pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 32,
+                                    "SPLIT_MASK": False, "PRE_LOAD_V": True}], ids=["split", "masked"])
+def test_varlen(lens, heads_dim, causal, dtype, config):
+    hq, hkv, d = heads_dim
+    lq, lk = lens
+    cu_q = torch.tensor([0] + list(itertools.accumulate(lq)), device=DEVICE, dtype=torch.int32)
+    cu_k = torch.tensor([0] + list(itertools.accumulate(lk)), device=DEVICE, dtype=torch.int32)
+    q, k, v = _rand(sum(lq), hq, d, dtype=dtype), _rand(sum(lk), hkv, d, dtype=dtype), _rand(sum(lk), hkv, d,
+                                                                                                 dtype=dtype)
+    cfg = validate_config(config, head_dim=d, vendor="nvidia" if HAS_GPU else "cpu")
+    out = torch.full_like(q, float("nan"))
+    out, lse = flash_attn_fwd(q, k, v, cfg, causal=causal, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                              max_seqlen_q=max(lq), max_seqlen_k=max(lk), return_lse=True, out=out)
+    ref, ref_lse = varlen_reference(q, k, v, cu_q, cu_k, causal)
+    err = rel_err(out, ref)
+    assert err < tolerance(dtype, DEVICE), f"rel err {err:.2e}"
+    lse = lse.cpu().double()
+    assert torch.equal(torch.isinf(lse), torch.isinf(ref_lse))
+    fin = torch.isfinite(ref_lse)
+    assert (lse[fin] - ref_lse[fin]).abs().max().item() < 100 * tolerance(dtype, DEVICE)
+
+
+@pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: Triton's resource limits exist only when compiling for one")
+def test_out_of_resources_becomes_invalid_config():
+    from raytune_attn.config import InvalidConfig
+
+    # K and V tiles fit once (2 x 128 x 256 x 2 B = 128 KB) but not 3 pipeline stages deep.
+    cfg = validate_config({"BLOCK_M": 128, "BLOCK_N": 128, "num_stages": 4, "num_warps": 8}, head_dim=256,
+                          vendor="nvidia")
+    q = _rand(1, 1, 256, 256, dtype=torch.bfloat16)
+    with pytest.raises(InvalidConfig, match="resources"):
+        flash_attn_fwd(q, q, q, cfg)
