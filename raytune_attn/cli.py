@@ -25,6 +25,98 @@ class UsageError(Exception):
     """A user's mistake: printed as one line, exit code 2."""
 
 
+@app.command("export")
+def export_cmd(
+    results_path: str = typer.Argument(..., metavar="RESULTS", help="Trials Parquet file or results directory."),
+    output: str = typer.Option("best_configs.json", "-o", "--output", help="Artifact JSON to write."),
+    accelerator_type: str = typer.Option(None, "--accelerator-type", help="Keep only this accelerator type."),
+):
+    """Build the best-configs JSON artifact (winning config per accelerator type and problem) from trial results."""
+    from raytune_attn import artifact, results
+
+    df = results.read_trials(results_path)
+    if accelerator_type:
+        df = df[df["accelerator_type"] == accelerator_type]
+    art = artifact.build(df)
+    if not art["entries"]:
+        raise UsageError(f"{results_path}: no trial with status ok to export")
+    artifact.write(art, output)
+    print(artifact.summary(art))
+    print(f"wrote {output}")
+
+
+@app.command("bench")
+def bench_cmd(
+    grid: str = typer.Option("auto", help="standard (bf16 H100 grid), tiny (interpreter) or auto (by device)."),
+    head_dim: list[int] = typer.Option(None, "--head-dim", help="Restrict the grid to these head dims."),
+    seqlen: list[int] = typer.Option(None, "--seqlen", help="Restrict the grid to these sequence lengths."),
+    causal: str = typer.Option("both", help="both, causal or full."),
+    dtype: str = typer.Option("bfloat16", help="float16 or bfloat16 (standard grid)."),
+    config: list[str] = typer.Option(None, "--config", help="Kernel config as JSON (repeatable); default config if none."),
+    out: str = typer.Option("bench.parquet", "--out", help="Parquet file; a markdown table is written beside it."),
+    rep_ms: float = typer.Option(100.0, "--rep-ms", help="Milliseconds of repetitions per timing."),
+):
+    """Time the kernel against PyTorch SDPA's flash, cuDNN and efficient backends on a grid of shapes."""
+    import json
+
+    from raytune_attn import bench
+    from raytune_attn.config import validate_config
+    from raytune_attn.device import interpreter_enabled
+
+    if grid not in ("auto", "standard", "tiny"):
+        raise UsageError(f"--grid must be auto, standard or tiny, got {grid!r}")
+    if causal not in ("both", "causal", "full"):
+        raise UsageError(f"--causal must be both, causal or full, got {causal!r}")
+    if grid == "auto":
+        grid = "tiny" if interpreter_enabled() else "standard"
+    masks = {"both": (False, True), "causal": (True,), "full": (False,)}[causal]
+    if grid == "tiny":
+        problems = [p for p in bench.tiny_grid() if p.causal in masks]
+    else:
+        problems = bench.standard_grid(head_dims=tuple(head_dim or (64, 128)),
+                                       seqlens=tuple(seqlen or (512, 1024, 2048, 4096, 8192, 16384)),
+                                       dtype=dtype, causal=masks)
+    configs = []
+    for c in config or []:
+        try:
+            configs.append(json.loads(c))
+        except json.JSONDecodeError as e:
+            raise UsageError(f"--config {c!r} is not JSON: {e}") from None
+        validate_config(configs[-1])  # InvalidConfig names the bad knob (exit 2)
+    df = bench.run_bench(problems, configs, out, rep_ms=rep_ms)
+    print(bench.markdown_table(df))
+    print(f"wrote {out} and {out.rsplit('.', 1)[0]}.md")
+
+
+@space_app.command("show")
+def space_show_cmd(file: str = typer.Argument(..., metavar="FILE", help="Search-space YAML (or e.g. nvidia/sm90).")):
+    """Print a search space's parameters and its size before and after constraints."""
+    from raytune_attn.search.space import load_space
+
+    print(load_space(file).describe())
+
+
+@app.command("replay")
+def replay_cmd(
+    landscape: str = typer.Option(..., "--landscape", help="Parquet file: one row per config (or per trial)."),
+    searcher: list[str] = typer.Option(None, "--searcher", help="gp, random or grid (repeatable; default gp, random)."),
+    budget: int = typer.Option(40, "--budget", help="Evaluations per run."),
+    seeds: int = typer.Option(10, "--seeds", help="Runs per searcher (seeds 0..N-1)."),
+    objective: str = typer.Option("tflops", "--objective", help="Objective column, higher is better; NaN = failed."),
+    params: list[str] = typer.Option(None, "--params", help="Parameter columns (repeatable; default: all but known)."),
+    select: list[str] = typer.Option(None, "--select", help="Keep rows with COLUMN=VALUE (repeatable)."),
+    concurrency: int = typer.Option(1, "--concurrency", help="Configs asked for before any is told (parallel)."),
+    json_out: str = typer.Option(None, "--json", help="Write the summary as JSON here."),
+):
+    """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best."""
+    from raytune_attn.search.replay import replay_command
+
+    print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, objective=objective,
+                         params=params or [], select=select or [], concurrency=concurrency, json_out=json_out))
+    if json_out:
+        print(f"wrote {json_out}")
+
+
 def main(argv: list[str] | None = None) -> int:
     import click
 

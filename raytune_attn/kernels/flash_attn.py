@@ -13,6 +13,8 @@ key j iff j <= i + (Sk - Sq). A row with no key to attend (i + Sk - Sq < 0) outp
 
 from __future__ import annotations
 
+import subprocess
+
 import torch
 import triton
 import triton.language as tl
@@ -20,6 +22,7 @@ import triton.language as tl
 from raytune_attn.config import AMD_ONLY_KNOBS, InvalidConfig
 
 LOG2E = 1.4426950408889634
+_PTXAS_ERROR = getattr(triton.runtime.errors, "PTXASError", subprocess.CalledProcessError)
 
 
 @triton.jit
@@ -89,7 +92,9 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, of
     return acc, l_i, m_i
 
 
-@triton.jit
+# Sequence lengths are not specialized: one binary serves every length, and a length of 1 baked in as a
+# constant crashed ptxas (Triton 3.6, CUDA 13, sm_90a).
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
 def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
               stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
               stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om,
@@ -195,13 +200,16 @@ _TMA_ALLOCATOR_SET = False
 
 
 def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
-                   max_seqlen_q=None, max_seqlen_k=None, return_lse=False, out=None):
+                   max_seqlen_q=None, max_seqlen_k=None, return_lse=False, out=None, compile_only=False):
     """Launch the kernel with an explicit, already validated config (see `raytune_attn.config.validate_config`).
 
     Dense: q (B, Hq, Sq, D), k and v (B, Hkv, Sk, D). Varlen: q (total_q, Hq, D), k and v (total_k, Hkv, D) with
     int32 cu_seqlens_q/k of length B+1 and max_seqlen_q/k. The last dimension must be contiguous. Returns `out`
     (and the natural-log lse, float32, (B, Hq, Sq) dense or (Hq, total_q) varlen, when `return_lse`).
     Triton's resource and compile errors come back as InvalidConfig.
+
+    `compile_only` compiles and loads the binary without launching it (a compile pool warms Triton's cache so
+    that the GPU never waits on a compile) and returns the compiled kernel (None in the interpreter).
     """
     global _TMA_ALLOCATOR_SET
     varlen = cu_seqlens_q is not None
@@ -242,18 +250,28 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     grid = (triton.cdiv(sq, config["BLOCK_M"]), batch * hq)
     if grid[0] == 0 or grid[1] == 0:
         return (out, lse) if return_lse else out
-    try:
-        _attn_fwd[grid](
-            q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
+    args = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
             *q_strides, *k_strides, *v_strides, *o_strides, *l_strides,
-            sq, sk, hq, hq // hkv, scale * LOG2E,
-            HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
-            IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
-            SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
-            **launch_opts,
-        )
+            sq, sk, hq, hq // hkv, scale * LOG2E)
+    kwargs = dict(
+        HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
+        IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
+        SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
+        **launch_opts,
+    )
+    interpreting = type(_attn_fwd).__name__ == "InterpretedFunction"
+    try:
+        if compile_only:
+            if interpreting:  # the interpreter compiles nothing
+                return None
+            kernel = _attn_fwd.warmup(*args, grid=grid, **kwargs)
+            kernel._init_handles()  # loading the binary is where shared-memory overflows surface
+            return kernel
+        _attn_fwd[grid](*args, **kwargs)
     except triton.runtime.errors.OutOfResources as e:
         raise InvalidConfig(f"out of resources: {e}") from e
     except triton.compiler.errors.CompilationError as e:
         raise InvalidConfig(f"compile error: {str(e).strip().splitlines()[-1]}") from e
+    except (subprocess.CalledProcessError, _PTXAS_ERROR) as e:  # the assembler failed (or crashed) on this config
+        raise InvalidConfig(f"compile error in the assembler: {str(e).strip().splitlines()[0][:300]}") from e
     return (out, lse) if return_lse else out

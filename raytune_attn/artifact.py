@@ -1,0 +1,246 @@
+"""The best-configs artifact: a versioned, checksummed JSON file (never pickle) that inference code loads.
+
+Layout (schema_version 1)::
+
+    {
+      "schema_version": 1,
+      "created": "2025-01-01T00:00:00+00:00",
+      "generator": {"raytune_attn_version": "0.1.0"},
+      "provenance": {...},            # the provenance keys shared by every entry's measurements ("" where they differ)
+      "entries": [
+        {"accelerator_type": "H100", "arch": "sm90", "vendor": "nvidia", "gpu": "NVIDIA H100 80GB HBM3",
+         "triton_version": "3.4.0", "torch_version": "...", "kernel_source_hash": "...",
+         "problem_key": "dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16",
+         "problem": {"batch": 4, "hq": 16, ...},
+         "config": {"BLOCK_M": 128, ...}, "tflops": 612.3, "latency_ms": 0.9,
+         "baseline_tflops": 540.1, "baseline_impl": "sdpa_flash", "n_trials": 64, "trial_id": "..."},
+        ...
+      ],
+      "checksum": "sha256:<hex of the canonical JSON of every other top-level key>"
+    }
+
+One entry per (accelerator type, problem key): the fastest trial with status "ok". Canonical JSON is
+`json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)` in UTF-8.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import math
+import os
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from raytune_attn.config import InvalidConfig, validate_config
+from raytune_attn.problem import Problem
+
+SCHEMA_VERSION = 1
+ARTIFACT_FILENAME = "best_configs.json"
+# Provenance kept on each entry (what the runtime and a reader need to trust it), and summarised at the top.
+ENTRY_PROVENANCE = (
+    "gpu", "vendor", "arch", "driver", "cuda_version", "rocm_version", "triton_version", "torch_version",
+    "raytune_attn_version", "kernel_source_hash",
+)
+_TOP_KEYS = {"schema_version", "created", "generator", "provenance", "entries", "checksum"}
+_ENTRY_REQUIRED = {
+    "accelerator_type": str, "arch": str, "problem_key": str, "config": dict, "tflops": (int, float),
+    "n_trials": int,
+}
+
+
+class ArtifactError(ValueError):
+    """A corrupt, tampered or wrong-schema artifact; the message names the file and the problem."""
+
+
+def canonical_json(obj: Any) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()
+
+
+def checksum(artifact: Mapping[str, Any]) -> str:
+    """`sha256:<hex>` of the canonical JSON of every top-level key but `checksum`."""
+    body = {k: v for k, v in artifact.items() if k != "checksum"}
+    return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
+
+
+def _num(v: Any) -> float | None:
+    if v is None:
+        return None
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(f) else f
+
+
+def _str(v: Any) -> str:
+    return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def build(trials, *, provenance: Mapping[str, Any] | None = None, created: str | None = None) -> dict[str, Any]:
+    """Build the artifact from a results DataFrame (`results.read_trials`): trial rows pick the winners, baseline
+    rows (kind "baseline", status "ok") of the same accelerator type and problem give `baseline_tflops`.
+
+    `provenance` overrides the top-level provenance summary (default: the keys on which every winner agrees).
+    """
+    from raytune_attn import __version__
+    from raytune_attn.results import row_config
+
+    df = trials
+    if "kind" not in df.columns:
+        raise ValueError("trials table has no 'kind' column: not a raytune-attn results table")
+    entries = []
+    trial_rows = df[df["kind"] == "trial"]
+    base_rows = df[(df["kind"] == "baseline") & (df["status"] == "ok")]
+    baselines: dict[tuple[str, str], tuple[float, str]] = {}
+    for r in base_rows.to_dict("records"):
+        t = _num(r.get("tflops"))
+        if t is None:
+            continue
+        k = (_str(r["accelerator_type"]), r["problem_key"])
+        if k not in baselines or t > baselines[k][0]:
+            baselines[k] = (t, _str(r.get("impl")))
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in trial_rows.to_dict("records"):
+        groups.setdefault((_str(r["accelerator_type"]), r["problem_key"]), []).append(r)
+    for (accel, key), rows in sorted(groups.items()):
+        ok = [r for r in rows if r["status"] == "ok" and _num(r.get("tflops")) is not None]
+        if not ok:
+            continue
+        # Fastest first; ties go to the lower latency, then the earlier trial id, so the choice is deterministic.
+        best = min(ok, key=lambda r: (-_num(r["tflops"]), _num(r.get("latency_ms")) or math.inf, _str(r["trial_id"])))
+        entry: dict[str, Any] = {"accelerator_type": accel}
+        entry.update({p: _str(best.get(p)) for p in ENTRY_PROVENANCE})
+        problem = Problem.from_key(key)
+        base = baselines.get((accel, key))
+        entry.update({
+            "problem_key": key,
+            "problem": problem.to_dict(),
+            "config": row_config(best),
+            "tflops": _num(best["tflops"]),
+            "latency_ms": _num(best.get("latency_ms")),
+            "baseline_tflops": base[0] if base else None,
+            "baseline_impl": base[1] if base else None,
+            "n_trials": len(rows),
+            "trial_id": _str(best.get("trial_id")),
+            "sweep_id": _str(best.get("sweep_id")),
+        })
+        entries.append(entry)
+    if provenance is None:
+        provenance = {}
+        for p in ("accelerator_type", *ENTRY_PROVENANCE):
+            vals = {e.get(p, "") for e in entries}
+            provenance[p] = vals.pop() if len(vals) == 1 else ""
+    art = {
+        "schema_version": SCHEMA_VERSION,
+        "created": created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "generator": {"raytune_attn_version": __version__},
+        "provenance": {k: _str(v) for k, v in dict(provenance).items()},
+        "entries": entries,
+    }
+    art["checksum"] = checksum(art)
+    return art
+
+
+def build_from_results(path: str | os.PathLike, **kw: Any) -> dict[str, Any]:
+    """`build(results.read_trials(path))`: a Parquet file or a hive-partitioned results directory."""
+    from raytune_attn.results import read_trials
+
+    return build(read_trials(path), **kw)
+
+
+def write(artifact: Mapping[str, Any], path: str | os.PathLike) -> Path:
+    """Write the artifact as indented JSON, atomically, after re-checking it (checksum filled if missing)."""
+    art = dict(artifact)
+    if "checksum" not in art:
+        art["checksum"] = checksum(art)
+    validate(art, source=str(path))
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:8]}.tmp")
+    tmp.write_text(json.dumps(art, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n")
+    os.replace(tmp, path)
+    return path
+
+
+def load(path: str | os.PathLike) -> dict[str, Any]:
+    """Read and validate an artifact; raise ArtifactError naming the file and the problem."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / ARTIFACT_FILENAME
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no best-configs artifact at {path}") from None
+    try:
+        art = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ArtifactError(f"{path}: not a JSON best-configs artifact ({e})") from None
+    validate(art, source=str(path))
+    return art
+
+
+def validate(art: Any, *, source: str = "<artifact>") -> None:
+    """Check schema and checksum; every entry's config must pass `validate_config` for its vendor."""
+    if not isinstance(art, dict):
+        raise ArtifactError(f"{source}: the artifact must be a JSON object, got {type(art).__name__}")
+    if "schema_version" not in art:
+        raise ArtifactError(f"{source}: no schema_version: not a raytune-attn best-configs artifact")
+    if art["schema_version"] != SCHEMA_VERSION:
+        raise ArtifactError(
+            f"{source}: schema_version {art['schema_version']!r} is not supported (this raytune-attn reads "
+            f"{SCHEMA_VERSION})"
+        )
+    missing = sorted(_TOP_KEYS - set(art))
+    if missing:
+        raise ArtifactError(f"{source}: missing key(s) {missing}")
+    unknown = sorted(set(art) - _TOP_KEYS)
+    if unknown:
+        raise ArtifactError(f"{source}: unknown key(s) {unknown}")
+    try:
+        want = checksum(art)
+    except (TypeError, ValueError) as e:
+        raise ArtifactError(f"{source}: content cannot be canonicalised ({e})") from None
+    if art["checksum"] != want:
+        raise ArtifactError(f"{source}: checksum mismatch (file says {art['checksum']}, content is {want}): "
+                            "the file was modified or corrupted")
+    if not isinstance(art["entries"], list):
+        raise ArtifactError(f"{source}: entries must be a list")
+    if not isinstance(art["provenance"], dict):
+        raise ArtifactError(f"{source}: provenance must be an object")
+    seen = set()
+    for i, e in enumerate(art["entries"]):
+        where = f"{source}: entries[{i}]"
+        if not isinstance(e, dict):
+            raise ArtifactError(f"{where} must be an object")
+        for k, t in _ENTRY_REQUIRED.items():
+            if k not in e:
+                raise ArtifactError(f"{where}: missing {k!r}")
+            if not isinstance(e[k], t) or isinstance(e[k], bool):
+                raise ArtifactError(f"{where}: {k!r} has the wrong type ({type(e[k]).__name__})")
+        try:
+            problem = Problem.from_key(e["problem_key"])
+        except ValueError as err:
+            raise ArtifactError(f"{where}: {err}") from None
+        try:
+            validate_config(e["config"], head_dim=problem.head_dim, vendor=e.get("vendor") or "cpu")
+        except InvalidConfig as err:
+            raise ArtifactError(f"{where} ({e['problem_key']}): invalid config: {err}") from None
+        k = (e["accelerator_type"], e["problem_key"])
+        if k in seen:
+            raise ArtifactError(f"{where}: duplicate entry for {k}")
+        seen.add(k)
+
+
+def summary(art: Mapping[str, Any]) -> str:
+    """A short table of the entries, for the CLI."""
+    lines = [f"{len(art['entries'])} entr{'y' if len(art['entries']) == 1 else 'ies'}, {art['checksum'][:19]}..."]
+    for e in art["entries"]:
+        base = e.get("baseline_tflops")
+        speed = f"  x{e['tflops'] / base:.2f} vs {e.get('baseline_impl')}" if base else ""
+        lines.append(f"  {e['accelerator_type']:<8} {e['problem_key']:<58} {e['tflops']:9.2f} TFLOP/s "
+                     f"({e['n_trials']} trials){speed}")
+    return "\n".join(lines)

@@ -1,0 +1,136 @@
+"""Parallel, time-limited JIT compilation that warms Triton's on-disk cache ahead of the GPU.
+
+Compiling a config takes ~1 s and sometimes tens of seconds, timing it ~0.1 s: a GPU that compiles its own
+configs idles most of the time. Worker processes (one per CPU core by default) compile configs without
+launching them, so they never disturb timings on the GPU; the benchmarking process then finds each binary in
+the shared TRITON_CACHE_DIR. A compile over the time limit is killed with its worker and reported invalid.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+
+from raytune_attn.problem import Problem
+
+
+@dataclass
+class CompileResult:
+    problem_key: str
+    config: dict
+    status: str  # "ok" | "invalid" | "error"
+    reason: str
+    compile_s: float
+    n_regs: int | None = None
+    n_spills: int | None = None
+    shared_bytes: int | None = None
+
+
+def _worker(conn, device: str):
+    # Runs in a spawned process: imports torch/triton once, then compiles whatever it is sent.
+    from raytune_attn.config import InvalidConfig
+    from raytune_attn.workload import make_workload
+
+    workloads: dict[str, object] = {}
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        problem_dict, config = msg
+        problem = Problem.from_dict(problem_dict)
+        t0 = time.perf_counter()
+        try:
+            w = workloads.get(problem.key)
+            if w is None:
+                # The problem's real shapes: Triton specializes on sizes' divisibility by 16, so only these
+                # land on the cache entries the benchmarking process will look up.
+                workloads.clear()
+                w = workloads[problem.key] = make_workload(problem, device=device)
+            kernel = w.compile(config)
+            meta = getattr(kernel, "metadata", None)
+            res = ("ok", "", time.perf_counter() - t0, getattr(kernel, "n_regs", None),
+                   getattr(kernel, "n_spills", None), getattr(meta, "shared", None))
+        except InvalidConfig as e:
+            res = ("invalid", str(e), time.perf_counter() - t0, None, None, None)
+        except Exception as e:  # a compiler crash or bug: the config is unusable, the pool goes on
+            res = ("error", f"{type(e).__name__}: {e}", time.perf_counter() - t0, None, None, None)
+        conn.send(res)
+
+
+class CompilePool:
+    """`workers` long-lived compile processes; `compile(problem, configs)` yields results as they finish."""
+
+    def __init__(self, workers: int | None = None, *, timeout_s: float = 120.0, device: str | None = None):
+        import torch
+
+        self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
+        self.timeout_s = timeout_s
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self._ctx = mp.get_context("spawn")  # never fork a process that holds a CUDA context
+        self._procs: list = []
+
+    def _spawn(self):
+        parent, child = self._ctx.Pipe()
+        p = self._ctx.Process(target=_worker, args=(child, self.device), daemon=True)
+        p.start()
+        child.close()
+        return p, parent
+
+    def compile(self, problem: Problem, configs: Iterable[dict]) -> Iterator[CompileResult]:
+        todo = list(configs)
+        while len(self._procs) < min(self.workers, len(todo)):
+            self._procs.append(self._spawn())
+        busy: dict[int, tuple[dict, float]] = {}  # worker index -> (config, start time)
+        while todo or busy:
+            for i, (_, conn) in enumerate(self._procs):
+                if i not in busy and todo:
+                    cfg = todo.pop(0)
+                    conn.send((problem.to_dict(), cfg))
+                    busy[i] = (cfg, time.perf_counter())
+            conns = {self._procs[i][1]: i for i in busy}
+            for conn in wait(list(conns), timeout=1.0):
+                i = conns[conn]
+                cfg, _ = busy.pop(i)
+                try:
+                    status, reason, secs, regs, spills, shared = conn.recv()
+                except EOFError:  # the worker died (a compiler segfault): replace it
+                    self._replace(i)
+                    status, reason, secs, regs, spills, shared = "error", "compile worker died", 0.0, None, None, None
+                yield CompileResult(problem.key, cfg, status, reason, secs, regs, spills, shared)
+            now = time.perf_counter()
+            for i, (cfg, t0) in list(busy.items()):
+                if now - t0 > self.timeout_s:
+                    busy.pop(i)
+                    self._replace(i)
+                    yield CompileResult(problem.key, cfg, "invalid", f"compile exceeded {self.timeout_s:.0f} s",
+                                        now - t0)
+
+    def _replace(self, i: int):
+        proc, conn = self._procs[i]
+        proc.kill()
+        proc.join(5)
+        conn.close()
+        self._procs[i] = self._spawn()
+
+    def close(self):
+        for proc, conn in self._procs:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+        for proc, conn in self._procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+            conn.close()
+        self._procs = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,0 +1,115 @@
+"""Measure every config of a search space for given problems: the recorded landscapes that replay and the
+search tests run on, and the exhaustive best that sweeps are judged against.
+
+    python -m raytune_attn.exhaustive --space search_spaces/nvidia/sm90.yaml --fix SPLIT_MASK=true \\
+        --fix USE_TMA=false --problem dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16 --out land.parquet
+
+Compiles run ahead in a process pool while the GPU times whatever has compiled; every config is checked
+against the reference before it is timed. Rows are written as they come, so an interrupted run keeps its data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+import yaml
+
+from raytune_attn.compile_pool import CompilePool
+from raytune_attn.config import InvalidConfig
+from raytune_attn.device import detect
+from raytune_attn.problem import Problem
+from raytune_attn.timing import median_ms, tflops
+from raytune_attn.workload import accept, make_workload, reference
+
+
+def _configs(space_path: str, fixes: list[str]) -> list[dict]:
+    from raytune_attn.search.space import load_space
+
+    configs = load_space(space_path).configs()
+    for fix in fixes:
+        name, _, raw = fix.partition("=")
+        value = yaml.safe_load(raw)
+        configs = [c for c in configs if c.get(name) == value]
+    return configs
+
+
+def measure_problem(problem: Problem, configs: list[dict], pool: CompilePool, *, rep_ms: float = 50):
+    """Yield one row per config (status ok/invalid/error with the reason) and return GPU-busy statistics."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    w = make_workload(problem, device=device)
+    ref = reference(w)
+    flops = problem.flops()
+    info = detect()
+    base = {"gpu": info.name, "arch": info.arch, "problem_key": problem.key, **problem.to_dict(),
+            "triton": __import__("triton").__version__, "torch": torch.__version__}
+    for res in pool.compile(problem, configs):
+        row = {**base, **res.config, "status": res.status, "reason": res.reason, "compile_s": res.compile_s,
+               "n_regs": res.n_regs, "n_spills": res.n_spills, "shared_bytes": res.shared_bytes,
+               "ms": float("nan"), "tflops": float("nan"), "rel_err": float("nan"), "bench_s": 0.0}
+        if res.status == "ok":
+            t0 = time.perf_counter()
+            try:
+                out = w.run(res.config)
+                ok, err = accept(out, ref)
+                row["rel_err"] = err
+                if not ok:
+                    row.update(status="invalid", reason=f"wrong result: rel err {err:.2e}")
+                else:
+                    ms = median_ms(lambda c=res.config: w.run(c), rep_ms=rep_ms)
+                    row.update(ms=ms, tflops=tflops(flops, ms))
+            except InvalidConfig as e:
+                row.update(status="invalid", reason=str(e))
+            except Exception as e:  # a run-time failure of one config must not lose the others
+                row.update(status="error", reason=f"{type(e).__name__}: {e}")
+            row["bench_s"] = time.perf_counter() - t0
+        row["timestamp"] = pd.Timestamp.now(tz="UTC")
+        yield row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m raytune_attn.exhaustive", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--space", required=True)
+    ap.add_argument("--fix", action="append", default=[], help="NAME=VALUE: keep only configs with this value")
+    ap.add_argument("--problem", action="append", required=True, help="problem key (repeatable)")
+    ap.add_argument("--out", required=True, help="Parquet file (rows appended per problem)")
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--timeout-s", type=float, default=120)
+    ap.add_argument("--rep-ms", type=float, default=50)
+    args = ap.parse_args(argv)
+    configs = _configs(args.space, args.fix)
+    out = Path(args.out)
+    rows: list[dict] = []
+    with CompilePool(args.workers, timeout_s=args.timeout_s) as pool:
+        for key in args.problem:
+            problem = Problem.from_key(key)
+            t0 = time.perf_counter()
+            n = 0
+            for row in measure_problem(problem, configs, pool, rep_ms=args.rep_ms):
+                rows.append(row)
+                n += 1
+                if n % 25 == 0:
+                    pd.DataFrame(rows).to_parquet(out, index=False)
+            wall = time.perf_counter() - t0
+            df = pd.DataFrame(rows)
+            pd.DataFrame(rows).to_parquet(out, index=False)
+            mine = df[df.problem_key == key]
+            ok = mine[mine.status == "ok"]
+            busy = mine.bench_s.sum() / wall
+            best = ok.loc[ok.tflops.idxmax()] if len(ok) else None
+            print(json.dumps({
+                "problem": key, "configs": len(mine), "ok": len(ok), "invalid": int((mine.status == "invalid").sum()),
+                "error": int((mine.status == "error").sum()), "wall_s": round(wall, 1),
+                "compile_s_sum": round(mine.compile_s.sum(), 1), "gpu_busy_fraction": round(busy, 3),
+                "best_tflops": None if best is None else round(best.tflops, 1),
+                "best_config": None if best is None else {k: best[k] for k in configs[0]},
+            }, default=str), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

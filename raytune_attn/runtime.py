@@ -1,0 +1,239 @@
+"""Runtime config selection from a best-configs artifact. Imports neither Ray nor MLflow (MLflow only when a
+`runs:/...` or `models:/...` URI is given).
+
+Loading
+    `load_configs(path_or_uri)` loads and validates an artifact (`raytune_attn.artifact`) and makes it the active
+    table of the process. Without an explicit call, the first config lookup loads the path or URI in the
+    environment variable `RAYTUNE_ATTN_CONFIGS` (read once). A path may be the JSON file or a directory holding
+    `best_configs.json`; `file://` URIs are paths; `runs:/<run_id>/<path>`, `models:/...` and
+    `mlflow-artifacts:/...` URIs are downloaded through MLflow. A corrupt, tampered or wrong-schema artifact
+    raises `ArtifactError` naming the file and the problem.
+
+Which entries apply (decided once, at load)
+    The device is detected once at load (`device.detect()` on the current device) and cached. An entry applies
+    when its accelerator type AND arch equal the device's, and its Triton major version equals the running
+    Triton's. If the artifact has entries but none apply, or some entries for this device were tuned with
+    another Triton major version, a `RuntimeWarning` is issued once per (artifact, reason) and those entries are
+    ignored (the default config is used instead): an artifact from another GPU, arch or Triton major version is
+    never used silently.
+
+Lookup order for a call (`select_config`)
+    1. exact: the entry whose problem key equals the call's (kind, batch, hq, hkv, seqlen_q, seqlen_k, head_dim,
+       causal, dtype);
+    2. nearest: among entries with the same head_dim, GQA ratio (hq // hkv), causal flag and dtype, the one
+       nearest by sequence length: smallest |log2(sq/sq')| + |log2(sk/sk')|, preferring the same kind
+       (dense/varlen) first, then the nearest batch * hq, then the problem key (deterministic);
+    3. default: `config.default_config(head_dim)`.
+    Results are memoised per call shape, so a repeated lookup is one dict access (about a microsecond).
+    The returned dict is shared: callers must not mutate it.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from raytune_attn import artifact as _artifact
+from raytune_attn.config import default_config, validate_config
+from raytune_attn.problem import Problem
+
+ENV_VAR = "RAYTUNE_ATTN_CONFIGS"
+MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")
+_CACHE_MAX = 8192
+
+
+@dataclass
+class ConfigTable:
+    """An artifact indexed for the device it was loaded on."""
+
+    source: str
+    artifact: dict[str, Any]
+    device: Any  # device.DeviceInfo
+    triton_version: str
+    exact: dict[tuple, dict] = field(default_factory=dict)  # shape tuple -> complete config
+    buckets: dict[tuple, list[tuple[Problem, dict]]] = field(default_factory=dict)  # (d, ratio, causal, dtype)
+    ignored: dict[str, int] = field(default_factory=dict)  # reason -> number of entries ignored
+
+    @property
+    def checksum(self) -> str:
+        return self.artifact["checksum"]
+
+    @property
+    def n_usable(self) -> int:
+        return len(self.exact)
+
+
+_lock = threading.Lock()
+_table: ConfigTable | None = None
+_env_checked = False
+_cache: dict[tuple, dict] = {}
+_warned: set[tuple[str, str]] = set()
+
+
+def _shape_key(p: Problem) -> tuple:
+    return (p.batch, p.hq, p.hkv, p.seqlen_q, p.seqlen_k, p.head_dim, p.causal, p.dtype, p.varlen)
+
+
+def _major(version: str) -> str:
+    return str(version).split(".", 1)[0]
+
+
+def _warn_once(table_id: str, reason: str, message: str) -> None:
+    if (table_id, reason) in _warned:
+        return
+    _warned.add((table_id, reason))
+    warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+def _resolve(path_or_uri: str | os.PathLike) -> Path:
+    s = os.fspath(path_or_uri)
+    if s.startswith(MLFLOW_SCHEMES):
+        from raytune_attn.tracking import download_artifact  # the one module that imports mlflow
+
+        local = Path(download_artifact(s))
+    elif s.startswith("file://"):
+        local = Path(s[len("file://"):])
+    else:
+        local = Path(s)
+    if local.is_dir():
+        found = sorted(local.rglob(_artifact.ARTIFACT_FILENAME))
+        if not found:
+            raise FileNotFoundError(f"no {_artifact.ARTIFACT_FILENAME} in {s}")
+        local = found[0]
+    return local
+
+
+def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str = "<artifact>") -> ConfigTable:
+    """Index a validated artifact for `device` (a DeviceInfo); warns once per reason about ignored entries."""
+    table = ConfigTable(source=source, artifact=art, device=device, triton_version=triton_version)
+    entries = art["entries"]
+    here = [e for e in entries if e["accelerator_type"] == device.accelerator_type and e["arch"] == device.arch]
+    tid = art["checksum"]
+    if entries and not here:
+        tuned_on = sorted({f"{e['accelerator_type']} ({e['arch']})" for e in entries})
+        table.ignored["device"] = len(entries)
+        _warn_once(tid, "device", (
+            f"raytune-attn: configs in {source} were tuned on {', '.join(tuned_on)}, not on this "
+            f"{device.accelerator_type} ({device.arch}); using the default configs"
+        ))
+    else:
+        table.ignored["device"] = len(entries) - len(here)
+    usable = []
+    other_triton = set()
+    for e in here:
+        tv = e.get("triton_version") or ""
+        if tv and _major(tv) != _major(triton_version):
+            other_triton.add(tv)
+        else:
+            usable.append(e)
+    if other_triton:
+        table.ignored["triton"] = len(here) - len(usable)
+        _warn_once(tid, "triton", (
+            f"raytune-attn: {len(here) - len(usable)} config(s) in {source} for {device.accelerator_type} were tuned "
+            f"with Triton {', '.join(sorted(other_triton))}, this process runs Triton {triton_version} (another "
+            f"major version); those are ignored and the default configs used instead"
+        ))
+    vendor = device.vendor
+    for e in usable:
+        p = Problem.from_key(e["problem_key"])
+        cfg = validate_config(e["config"], head_dim=p.head_dim, vendor=vendor)
+        table.exact[_shape_key(p)] = cfg
+        table.buckets.setdefault((p.head_dim, p.hq // p.hkv, p.causal, p.dtype), []).append((p, cfg))
+    return table
+
+
+def load_configs(path_or_uri: str | os.PathLike | None = None, *, device_info: Any = None) -> ConfigTable:
+    """Load a best-configs artifact (path, `file://`, `runs:/`, `models:/` URI; default: $RAYTUNE_ATTN_CONFIGS)
+    and make it the active table for `attention`/`varlen_attention` calls without an explicit config."""
+    global _table, _env_checked
+    if path_or_uri is None:
+        path_or_uri = os.environ.get(ENV_VAR)
+        if not path_or_uri:
+            raise ValueError(f"load_configs: no path given and ${ENV_VAR} is not set")
+    local = _resolve(path_or_uri)
+    art = _artifact.load(local)
+    if device_info is None:
+        from raytune_attn.device import detect
+
+        device_info = detect()
+    import triton
+
+    table = index(art, device_info, triton.__version__, source=str(local))
+    with _lock:
+        _table = table
+        _env_checked = True
+        _cache.clear()
+    return table
+
+
+def clear_configs() -> None:
+    """Forget the active table (and re-read $RAYTUNE_ATTN_CONFIGS on the next lookup)."""
+    global _table, _env_checked
+    with _lock:
+        _table = None
+        _env_checked = False
+        _cache.clear()
+
+
+def active_configs() -> ConfigTable | None:
+    return _table
+
+
+def _nearest(table: ConfigTable, key: tuple) -> tuple[Problem, dict] | None:
+    batch, hq, hkv, sq, sk, d, causal, dtype, varlen = key
+    cands = table.buckets.get((d, hq // hkv if hkv else 0, causal, dtype))
+    if not cands:
+        return None
+
+    def dist(item):
+        p, _ = item
+        seq = abs(math.log2(max(sq, 1) / p.seqlen_q)) + abs(math.log2(max(sk, 1) / p.seqlen_k))
+        size = abs(math.log2(max(batch * hq, 1) / (p.batch * p.hq)))
+        return (p.varlen != varlen, round(seq, 9), round(size, 9), p.key)
+
+    return min(cands, key=dist)
+
+
+def lookup(*, batch: int, hq: int, hkv: int, seqlen_q: int, seqlen_k: int, head_dim: int, causal: bool,
+           dtype: str, varlen: bool = False) -> tuple[dict, str]:
+    """The config for a call and how it was chosen: "exact:<key>", "nearest:<key>" or "default"."""
+    global _env_checked
+    dtype = str(dtype).removeprefix("torch.")
+    if _table is None and not _env_checked:
+        _env_checked = True
+        if os.environ.get(ENV_VAR):
+            try:
+                load_configs(os.environ[ENV_VAR])
+            except Exception:
+                _env_checked = False  # a bad $RAYTUNE_ATTN_CONFIGS keeps raising, call after call
+                raise
+    key = (batch, hq, hkv, seqlen_q, seqlen_k, head_dim, bool(causal), dtype, bool(varlen))
+    table = _table
+    if table is not None:
+        cfg = table.exact.get(key)
+        if cfg is not None:
+            return cfg, "exact:" + Problem(*key).key
+        near = _nearest(table, key)
+        if near is not None:
+            return near[1], "nearest:" + near[0].key
+    return default_config(head_dim), "default"
+
+
+def select_config(*, batch: int, hq: int, hkv: int, seqlen_q: int, seqlen_k: int, head_dim: int, causal: bool,
+                  dtype: str, varlen: bool = False) -> dict:
+    """The complete config for a call (see the module docstring for the order). Memoised per call shape."""
+    key = (batch, hq, hkv, seqlen_q, seqlen_k, head_dim, causal, dtype, varlen)
+    cfg = _cache.get(key)
+    if cfg is not None:
+        return cfg
+    cfg, _ = lookup(batch=batch, hq=hq, hkv=hkv, seqlen_q=seqlen_q, seqlen_k=seqlen_k, head_dim=head_dim,
+                    causal=causal, dtype=dtype, varlen=varlen)
+    if len(_cache) >= _CACHE_MAX:
+        _cache.clear()
+    _cache[key] = cfg
+    return cfg

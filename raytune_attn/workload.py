@@ -1,0 +1,110 @@
+"""Inputs for a `Problem`, the kernel call on them, and the reference that every measured config must match.
+
+The benchmark, the exhaustive landscapes and the sweep's trials all build their tensors here, so every config
+of a problem is timed on the same data and checked against the same reference.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import torch
+
+from raytune_attn.api import attention, varlen_attention
+from raytune_attn.kernels.flash_attn import flash_attn_fwd
+from raytune_attn.problem import Problem
+
+_DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
+
+# ||out - ref|| / ||ref|| accepted for a measured config. The reference runs in float32 from the same low-precision
+# inputs, so the error is the kernel's own rounding: bf16 P and output (7-bit mantissa) stay near 4e-3; a wrong
+# kernel (a skipped block, a bad mask) lands at 1e-1 or above.
+ACCEPT_REL_ERR = {torch.bfloat16: 2e-2, torch.float16: 5e-3, torch.float32: 1e-3}
+
+
+@dataclass
+class Workload:
+    problem: Problem
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    cu_seqlens: torch.Tensor | None = None  # varlen: one set of offsets for q and k
+
+    def run(self, config: dict, **kw) -> torch.Tensor:
+        p = self.problem
+        if p.varlen:
+            return varlen_attention(self.q, self.k, self.v, self.cu_seqlens, self.cu_seqlens, p.seqlen_q,
+                                    p.seqlen_k, causal=p.causal, config=config, **kw)
+        return attention(self.q, self.k, self.v, causal=p.causal, config=config, **kw)
+
+    def compile(self, config: dict):
+        """Validate `config` for this workload and compile it without launching; raises InvalidConfig."""
+        from raytune_attn.api import _check_fits, _validated
+
+        p = self.problem
+        cfg = _validated(config, self.q)
+        _check_fits(cfg, self.q, self.k, self.v)
+        varlen = {}
+        if p.varlen:
+            varlen = dict(cu_seqlens_q=self.cu_seqlens, cu_seqlens_k=self.cu_seqlens, max_seqlen_q=p.seqlen_q,
+                          max_seqlen_k=p.seqlen_k)
+        return flash_attn_fwd(self.q, self.k, self.v, cfg, causal=p.causal, compile_only=True, **varlen)
+
+
+def make_workload(problem: Problem, device: str | torch.device = "cuda", seed: int = 0) -> Workload:
+    """Random normal inputs (never zeros: they hide unwritten outputs and run faster than real data)."""
+    g = torch.Generator(device="cpu").manual_seed(seed)
+    dtype = _DTYPES[problem.dtype]
+
+    def rand(*shape):
+        return torch.randn(*shape, generator=g, dtype=torch.float32).to(device=device, dtype=dtype)
+
+    p = problem
+    if p.varlen:
+        lens = p.seqlens(seed)
+        cu = torch.tensor([0, *itertools.accumulate(lens)], dtype=torch.int32, device=device)
+        total = int(cu[-1])
+        return Workload(p, rand(total, p.hq, p.head_dim), rand(total, p.hkv, p.head_dim),
+                        rand(total, p.hkv, p.head_dim), cu)
+    return Workload(p, rand(p.batch, p.hq, p.seqlen_q, p.head_dim), rand(p.batch, p.hkv, p.seqlen_k, p.head_dim),
+                    rand(p.batch, p.hkv, p.seqlen_k, p.head_dim))
+
+
+def reference(w: Workload) -> torch.Tensor:
+    """float32 attention through PyTorch SDPA on the workload's device (memory-efficient on GPU: a float64
+    score matrix for the largest problems would need tens of GB). Bottom-right causal via an explicit mask when
+    Sq != Sk."""
+    if w.problem.varlen:
+        cu = w.cu_seqlens.tolist()
+        outs = []
+        for a, b in itertools.pairwise(cu):
+            q, k, v = (t[a:b].transpose(0, 1)[None] for t in (w.q, w.k, w.v))
+            outs.append(_sdpa32(q, k, v, w.problem.causal)[0].transpose(0, 1))
+        return torch.cat(outs, 0)
+    return _sdpa32(w.q, w.k, w.v, w.problem.causal)
+
+
+def _sdpa32(q, k, v, causal):
+    q, k, v = (t.float() for t in (q, k, v))
+    sq, sk = q.shape[-2], k.shape[-2]
+    gqa = q.shape[1] != k.shape[1]
+    if not causal or sq == sk:
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal and sq > 0,
+                                                                enable_gqa=gqa)
+    i = torch.arange(sq, device=q.device)[:, None]
+    j = torch.arange(sk, device=q.device)[None, :]
+    mask = j <= i + (sk - sq)
+    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
+    return torch.where(mask.any(-1)[:, None], out, 0.0)  # rows that see no key: 0, as the kernel defines
+
+
+def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
+    diff = (out.float() - ref).norm().item()
+    return diff / max(ref.norm().item(), 1e-30)
+
+
+def accept(out: torch.Tensor, ref: torch.Tensor) -> tuple[bool, float]:
+    """Whether a config's output matches the reference (NaN never does), and its relative error."""
+    err = rel_err(out, ref)
+    return bool(err == err and err < ACCEPT_REL_ERR[out.dtype]), err

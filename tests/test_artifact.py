@@ -1,0 +1,122 @@
+import json
+
+import pytest
+
+from raytune_attn import artifact, results
+from raytune_attn.cli import main
+from raytune_attn.problem import Problem
+
+P1 = Problem(2, 4, 2, 256, 256, 64, True, "float16")
+P2 = Problem(1, 8, 8, 1024, 1024, 128, False, "bfloat16")
+
+
+def prov(accel="H100", arch="sm90"):
+    return {"gpu": f"NVIDIA {accel}", "vendor": "nvidia", "arch": arch, "accelerator_type": accel,
+            "triton_version": "3.4.0", "torch_version": "2.8.0", "raytune_attn_version": "0.1.0",
+            "kernel_source_hash": "cd" * 32, "cuda_version": "12.4", "driver": "550"}
+
+
+def rows():
+    out = []
+    spec = [  # problem, accel, BLOCK_M, status, tflops, latency
+        (P1, "H100", 64, "ok", 100.0, 2.0), (P1, "H100", 128, "ok", 120.0, 1.0),
+        (P1, "H100", 16, "invalid", None, None),
+        (P1, "H100", 32, "stopped", 500.0, 0.1),  # stopped early: never a winner
+        (P2, "H100", 64, "ok", 300.0, 1.0), (P2, "H100", 128, "ok", 300.0, 0.9),  # tie: lower latency wins
+        (P1, "A100", 64, "ok", 80.0, 3.0),
+        (P2, "A100", 64, "error", None, None),  # no ok trial: no entry
+    ]
+    for i, (p, accel, bm, st, tf, lat) in enumerate(spec):
+        arch = "sm90" if accel == "H100" else "sm80"
+        out.append(results.trial_row(p, {"BLOCK_M": bm, "BLOCK_N": 32}, {"status": st, "tflops": tf,
+                                                                          "latency_ms": lat}, prov(accel, arch),
+                                     trial_id=f"t{i}", sweep_id="s"))
+    out.append(results.baseline_row(P1, "sdpa_flash", {"tflops": 110.0}, prov(), sweep_id="s"))
+    out.append(results.baseline_row(P1, "sdpa_math", {"tflops": 20.0}, prov(), sweep_id="s"))
+    out.append(results.baseline_row(P1, "sdpa_cudnn", {"status": "error"}, prov(), sweep_id="s"))
+    return out
+
+
+@pytest.fixture
+def results_file(tmp_path):
+    return results.write_file(rows(), tmp_path / "RESULTS.parquet")
+
+
+def test_build_picks_winners_and_baselines(results_file):
+    art = artifact.build_from_results(results_file)
+    assert art["schema_version"] == artifact.SCHEMA_VERSION
+    got = {(e["accelerator_type"], e["problem_key"]): e for e in art["entries"]}
+    assert set(got) == {("H100", P1.key), ("H100", P2.key), ("A100", P1.key)}
+    e = got[("H100", P1.key)]
+    assert e["config"] == {"BLOCK_M": 128, "BLOCK_N": 32} and e["tflops"] == 120.0 and e["n_trials"] == 4
+    assert (e["baseline_tflops"], e["baseline_impl"]) == (110.0, "sdpa_flash")
+    assert e["arch"] == "sm90" and e["triton_version"] == "3.4.0" and e["problem"] == P1.to_dict()
+    assert got[("H100", P2.key)]["config"]["BLOCK_M"] == 128  # the tie went to the lower latency
+    assert got[("A100", P1.key)]["baseline_tflops"] is None
+    assert art["provenance"]["triton_version"] == "3.4.0" and art["provenance"]["accelerator_type"] == ""
+    assert art["checksum"] == artifact.checksum(art)
+
+
+def test_write_load_round_trip_is_json(results_file, tmp_path):
+    art = artifact.build_from_results(results_file)
+    path = artifact.write(art, tmp_path / "best_configs.json")
+    assert json.loads(path.read_text()) == art  # plain JSON, nothing pickled
+    assert artifact.load(path) == art
+    assert artifact.load(tmp_path) == art  # a directory holding best_configs.json
+
+
+def _tampered(tmp_path, art, change):
+    doc = json.loads(json.dumps(art))
+    change(doc)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda d: d["entries"][0].update(tflops=9999.0), "checksum mismatch"),
+    (lambda d: d.update(schema_version=7), "schema_version 7 is not supported"),
+    (lambda d: d.pop("schema_version"), "no schema_version"),
+    (lambda d: d.pop("entries"), r"missing key\(s\) \['entries'\]"),
+])
+def test_bad_artifacts_raise_naming_file_and_problem(results_file, tmp_path, change, message):
+    art = artifact.build_from_results(results_file)
+    p = _tampered(tmp_path, art, change)
+    with pytest.raises(artifact.ArtifactError, match=f"bad.json.*{message}"):
+        artifact.load(p)
+
+
+def test_invalid_config_and_corrupt_json(results_file, tmp_path):
+    art = artifact.build_from_results(results_file)
+    doc = json.loads(json.dumps(art))
+    doc["entries"][0]["config"]["BLOCK_M"] = 48
+    doc["checksum"] = artifact.checksum(doc)
+    p = tmp_path / "cfg.json"
+    p.write_text(json.dumps(doc))
+    with pytest.raises(artifact.ArtifactError, match=r"cfg.json: entries\[0\].*invalid config: BLOCK_M=48"):
+        artifact.load(p)
+    (tmp_path / "trunc.json").write_text(json.dumps(art)[:50])
+    with pytest.raises(artifact.ArtifactError, match="trunc.json: not a JSON best-configs artifact"):
+        artifact.load(tmp_path / "trunc.json")
+    with pytest.raises(FileNotFoundError):
+        artifact.load(tmp_path / "none.json")
+
+
+def test_cli_export(results_file, tmp_path, capsys):
+    out = tmp_path / "best_configs.json"
+    assert main(["export", str(results_file), "-o", str(out)]) == 0
+    art = artifact.load(out)
+    assert len(art["entries"]) == 3
+    assert "wrote" in capsys.readouterr().out
+    assert main(["export", str(results_file), "-o", str(out), "--accelerator-type", "A100"]) == 0
+    assert [e["accelerator_type"] for e in artifact.load(out)["entries"]] == ["A100"]
+
+
+def test_cli_export_user_errors(tmp_path, capsys):
+    assert main(["export", str(tmp_path / "missing.parquet"), "-o", str(tmp_path / "x.json")]) == 2
+    assert "missing.parquet" in capsys.readouterr().err
+    bad = results.write_file([r for r in rows() if r["status"] != "ok"], tmp_path / "bad.parquet")
+    assert main(["export", str(bad), "-o", str(tmp_path / "x.json")]) == 2
+    err = capsys.readouterr().err
+    assert "no trial with status ok" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "x.json").exists()

@@ -1,0 +1,150 @@
+import re
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from raytune_attn import results
+from raytune_attn.problem import Problem
+
+P = Problem(2, 4, 2, 256, 256, 64, True, "float16")
+DOC = Path(__file__).resolve().parents[1] / "docs" / "results-schema.md"
+
+
+def prov(accel="H100", arch="sm90"):
+    return {"gpu": f"NVIDIA {accel}", "vendor": "nvidia", "arch": arch, "accelerator_type": accel, "driver": "550",
+            "cuda_version": "12.4", "rocm_version": "", "triton_version": "3.4.0", "torch_version": "2.8.0",
+            "raytune_attn_version": "0.1.0", "kernel_source_hash": "ab" * 32, "python_version": "3.11",
+            "hostname": "node1", "timestamp": "2025-01-01T00:00:00+00:00"}
+
+
+def sweep_rows(sweep_id, accel="H100", arch="sm90", n=4, problem=P):
+    rows = []
+    for i in range(n):
+        ok = i != 1
+        rows.append(results.trial_row(
+            problem, {"BLOCK_M": 64 * (1 + i % 2), "BLOCK_N": 32, "num_warps": 4, "num_stages": 2,
+                      "PRE_LOAD_V": bool(i % 2)},
+            {"status": "ok" if ok else "invalid", "reason": None if ok else "smem", "rung": 2 if ok else None,
+             "tflops": 100.0 + i if ok else None, "latency_ms": 1.0 / (i + 1) if ok else None, "compile_s": 0.5,
+             "bench_s": 1.5, "wall_time_s": 2.0 * i, "timestamp": 1_700_000_000 + i},
+            prov(accel, arch), sweep_id=sweep_id, sweep_name="demo", trial_id=f"{sweep_id}-t{i}", searcher="gp",
+            seed=7,
+        ))
+    rows.append(results.baseline_row(problem, "sdpa_flash", {"tflops": 90.0, "latency_ms": 1.2}, prov(accel, arch),
+                                     sweep_id=sweep_id, sweep_name="demo"))
+    return rows
+
+
+def test_trial_row_fields_and_extra():
+    r = results.trial_row(P, {"BLOCK_M": 64, "weird": 3}, {"status": "ok", "tflops": 5.0, "rung": 1, "p50": 2},
+                          prov(), trial_id="t0", note="x")
+    assert set(r) == set(results.COLUMNS)
+    assert r["problem_key"] == P.key and r["hq"] == 4 and r["causal"] is True and r["kind"] == "trial"
+    assert r["BLOCK_M"] == 64 and r["BLOCK_N"] is None
+    assert r["accelerator_type"] == "H100" and r["schema_version"] == results.SCHEMA_VERSION
+    assert '"config.weird": 3' in r["extra"] and '"p50": 2' in r["extra"] and '"note": "x"' in r["extra"]
+    with pytest.raises(ValueError, match="status"):
+        results.trial_row(P, {}, {"status": "great"})
+
+
+def test_dataset_appends_across_sweeps_partitioned_and_reads_back_everywhere(tmp_path):
+    out = tmp_path / "trials"
+    f1 = results.write_trials(sweep_rows("s1", "H100", "sm90"), out)
+    f2 = results.write_trials(sweep_rows("s2", "H100", "sm90") + sweep_rows("s2", "A100", "sm80"), out)
+    assert [p.parent.name for p in f1] == ["accelerator_type=H100"]
+    assert sorted(p.parent.name for p in f2) == ["accelerator_type=A100", "accelerator_type=H100"]
+    assert (out / "accelerator_type=H100").is_dir() and len(list((out / "accelerator_type=H100").iterdir())) == 2
+
+    df = results.read_trials(out)
+    assert len(df) == 15 and list(df.columns) == list(results.COLUMNS)
+    assert df.groupby("accelerator_type").size().to_dict() == {"A100": 5, "H100": 10}
+    assert set(df["sweep_id"]) == {"s1", "s2"}
+    assert df["BLOCK_M"].dtype == "Int32" and df["PRE_LOAD_V"].dtype == "boolean"
+    ok = df[(df["kind"] == "trial") & (df["status"] == "ok")]
+    assert ok["tflops"].max() == 103.0
+
+    pdf = pd.read_parquet(out)  # plain pandas, hive partitions
+    assert len(pdf) == 15 and sorted(pdf["accelerator_type"].astype(str).unique()) == ["A100", "H100"]
+    tab = ds.dataset(out, format="parquet", partitioning="hive").to_table()
+    assert tab.num_rows == 15 and "accelerator_type" in tab.column_names
+    con = duckdb.connect()
+    got = con.sql(f"select accelerator_type, count(*) n, max(tflops) best from read_parquet('{out}/**/*.parquet', "
+                  "hive_partitioning=true) where kind = 'trial' group by 1 order by 1").fetchall()
+    assert got == [("A100", 4, 103.0), ("H100", 8, 103.0)]
+
+
+def test_single_file_append_is_self_contained(tmp_path):
+    f = tmp_path / "RESULTS.parquet"
+    results.append_trials(f, sweep_rows("s1"))
+    results.append_trials(f, sweep_rows("s2", "A100", "sm80"))
+    t = pq.read_table(f)
+    assert t.num_rows == 10 and "accelerator_type" in t.column_names
+    assert t.schema.metadata[results.SCHEMA_METADATA_KEY] == str(results.SCHEMA_VERSION).encode()
+    assert sorted(set(pd.read_parquet(f)["accelerator_type"])) == ["A100", "H100"]
+    assert duckdb.connect().sql(f"select count(*) from '{f}'").fetchall() == [(10,)]
+    df = results.read_trials(f)
+    assert len(df) == 10 and df["timestamp"].dt.tz is not None
+
+
+def test_dataframe_round_trip(tmp_path):
+    df = results.read_trials(results.write_file(sweep_rows("s1"), tmp_path / "a.parquet"))
+    again = results.read_trials(results.write_file(df, tmp_path / "b.parquet"))
+    pd.testing.assert_frame_equal(df, again)
+
+
+def test_schema_versions_and_bad_files(tmp_path):
+    table = results.to_table(sweep_rows("s1"))
+    older = table.drop_columns(["extra", "seed"])
+    pq.write_table(older, tmp_path / "old.parquet")
+    df = results.read_trials(tmp_path / "old.parquet")
+    assert df["seed"].isna().all() and len(df) == 5
+
+    newer = table.replace_schema_metadata({results.SCHEMA_METADATA_KEY: b"99"})
+    pq.write_table(newer, tmp_path / "new.parquet")
+    with pytest.raises(results.ResultsError, match=r"new\.parquet.*v99 is newer"):
+        results.read_trials(tmp_path / "new.parquet")
+
+    pq.write_table(pa.table({"a": [1]}), tmp_path / "foreign.parquet")
+    with pytest.raises(results.ResultsError, match="foreign.parquet: not a raytune-attn results file"):
+        results.read_trials(tmp_path / "foreign.parquet")
+    (tmp_path / "junk.parquet").write_text("not parquet")
+    with pytest.raises(results.ResultsError, match="junk.parquet"):
+        results.read_trials(tmp_path / "junk.parquet")
+    with pytest.raises(FileNotFoundError):
+        results.read_trials(tmp_path / "missing.parquet")
+
+
+def test_schema_is_documented():
+    text = DOC.read_text()
+    assert f"schema_version: {results.SCHEMA_VERSION}" in text or f"version {results.SCHEMA_VERSION}" in text
+    documented = set(re.findall(r"^\| `([A-Za-z_]+)` \|", text, flags=re.M))
+    assert set(results.COLUMNS) <= documented, sorted(set(results.COLUMNS) - documented)
+
+
+def test_landscape_and_convergence(tmp_path):
+    df = results.read_trials(results.write_file(sweep_rows("s1"), tmp_path / "r.parquet"))
+    land = results.landscape(df, P.key)
+    assert len(land) == 4 and land[1] == {"problem_key": P.key, "config": land[1]["config"], "tflops": None,
+                                          "status": "invalid", "rung": None}
+    assert land[0]["config"] == {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2, "PRE_LOAD_V": False}
+    assert type(land[0]["config"]["BLOCK_M"]) is int and type(land[0]["config"]["PRE_LOAD_V"]) is bool
+    b = results.best_so_far(df)
+    assert b["best_tflops"].tolist() == [100.0, 100.0, 102.0, 103.0]
+    png = results.plot_convergence(df, tmp_path / "c.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_landscape_feeds_a_search_space():
+    space_mod = pytest.importorskip("raytune_attn.search.space")
+    df = results.read_trials(results.write_file(sweep_rows("s1"), Path(pytest.importorskip("tempfile").mkdtemp())
+                                                / "r.parquet"))
+    land = [p for p in results.landscape(df) if p["status"] == "ok"]
+    names = list(land[0]["config"])
+    space = space_mod.SearchSpace.from_values({n: [p["config"][n] for p in land] for n in names},
+                                              allowed=[tuple(p["config"][n] for n in names) for p in land])
+    assert all(space.contains(p["config"]) for p in land)
