@@ -12,7 +12,7 @@ import torch
 import triton
 import triton.language as tl
 
-from raytune_attn import inputs
+from raytune_attn import inputs, runtime
 from raytune_attn.config import InvalidConfig, validate_config
 from raytune_attn.kernels.flash_attn import flash_attn_fwd
 
@@ -26,32 +26,64 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, config=None, return_
     One difference from SDPA: when Sq != Sk, the causal mask is aligned to the bottom-right corner (flash-attn's
     convention: the last query sees every key); SDPA's `is_causal` aligns it top-left. With Sq == Sk they agree.
     """
-    inputs.check_dense(q, k, v)
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     if config is None:
-        config = _select(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], causal, q.dtype,
-                         False)
-    else:
-        config = _validated(config, q)
-    _check_fits(config, q, k, v)
+        try:
+            config = _select(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], causal, q.dtype,
+                             False)
+        except (AttributeError, IndexError, KeyError):  # not 4-D tensors of a supported dtype: let the checks say
+            inputs.check_dense(q, k, v)
+            raise
+    config, contiguous = _prepared(config, q, k, v, "dense")
+    if not contiguous:
+        q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     return flash_attn_fwd(q, k, v, config, causal=causal, softmax_scale=softmax_scale, return_lse=return_lse)
 
 
 def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, *, causal=False,
                      softmax_scale=None, config=None, return_lse=False):
     """flash-attn's `flash_attn_varlen_func` layout: q (total_q, Hq, D), k and v (total_k, Hkv, D), int32
-    cu_seqlens of length batch+1. The causal mask is bottom-right aligned per sequence."""
+    cu_seqlens of length batch+1. The causal mask is bottom-right aligned per sequence.
+
+    The offsets are read on the host to check them (a device sync on GPU): a wrong offset would otherwise read
+    or write out of bounds."""
     inputs.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
-    q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     if config is None:
         config = _select(cu_seqlens_q.numel() - 1, q.shape[1], k.shape[1], max_seqlen_q, max_seqlen_k, q.shape[2],
                          causal, q.dtype, True)
-    else:
-        config = _validated(config, q)
-    _check_fits(config, q, k, v)
+    config, contiguous = _prepared(config, q, k, v, "varlen")
+    if not contiguous:
+        q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     return flash_attn_fwd(q, k, v, config, causal=causal, softmax_scale=softmax_scale, cu_seqlens_q=cu_seqlens_q,
                           cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                           return_lse=return_lse)
+
+
+_plans: dict[tuple, tuple[dict, bool]] = {}
+
+
+def _prepared(config, q, k, v, layout: str) -> tuple[dict, bool]:
+    """(validated config, whether the inputs' last dimension is contiguous), with every check of the inputs and
+    the config done once per distinct (config, shapes, strides, dtypes, devices): a hot inference loop pays one
+    dict lookup instead of ~10 us of checks, inside a dispatch budget of a few microseconds."""
+    try:
+        key = (tuple(config.items()), layout, q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
+               q.dtype, k.dtype, v.dtype, q.device, k.device, v.device)
+        plan = _plans.get(key)
+    except (AttributeError, TypeError):  # not tensors, or not a dict: the full checks below name the problem
+        key, plan = None, None
+    if plan is None:
+        if layout == "dense":
+            inputs.check_dense(q, k, v)  # varlen inputs are checked on every call (their offsets change)
+        cfg = _validated(config, q)
+        _check_fits(cfg, q, k, v)
+        plan = (cfg, all(t.stride(-1) == 1 for t in (q, k, v)))
+        if key is not None:
+            if len(_plans) > 4096:  # shapes can vary without bound (varlen, growing caches): keep the table small
+                _plans.clear()
+            _plans[key] = plan
+    if plan[0]["USE_TMA"]:
+        _check_tma_alignment(q, k, v)  # base addresses change from call to call
+    return plan
 
 
 def _vendor(t: torch.Tensor) -> str:
@@ -74,8 +106,6 @@ def _validated_cached(items, head_dim, vendor):
 
 
 def _select(batch, hq, hkv, sq, sk, d, causal, dtype, varlen) -> dict:
-    from raytune_attn import runtime
-
     return runtime.select_config(batch=batch, hq=hq, hkv=hkv, seqlen_q=sq, seqlen_k=sk, head_dim=d, causal=causal,
                                  dtype=_DTYPE_NAMES[dtype], varlen=varlen)
 
@@ -112,13 +142,17 @@ def _check_fits(config: dict, q, k, v):
             raise InvalidConfig(f"USE_TMA needs tensor descriptors, which Triton {triton.__version__} lacks")
         if q.is_cuda and (torch.version.hip or _capability(q.device.index or 0) < (9, 0)):
             raise InvalidConfig("USE_TMA needs an NVIDIA GPU of compute capability 9.0 (Hopper) or newer")
-        # The copy engine moves 16-byte-aligned rows: every row stride and base address must be 16-byte aligned.
-        for name, t in (("k", k), ("v", v)):
-            row_stride = t.stride(-3) if t.dim() == 3 else t.stride(-2)
-            head_stride = t.stride(-2) if t.dim() == 3 else t.stride(1)
-            bad = [s for s in (row_stride, head_stride) if (s * t.element_size()) % 16]
-            if bad or t.data_ptr() % 16 or (t.shape[-1] * t.element_size()) % 16:
-                raise InvalidConfig(
-                    f"USE_TMA needs 16-byte aligned rows of {name}: head dim {t.shape[-1]} x {t.element_size()} "
-                    f"bytes and strides {tuple(t.stride())} do not all qualify"
-                )
+        _check_tma_alignment(q, k, v)
+
+
+def _check_tma_alignment(q, k, v):
+    # The copy engine moves 16-byte-aligned rows: every row stride and base address must be 16-byte aligned.
+    for name, t in (("k", k), ("v", v)):
+        row_stride = t.stride(-3) if t.dim() == 3 else t.stride(-2)
+        head_stride = t.stride(-2) if t.dim() == 3 else t.stride(1)
+        bad = [s for s in (row_stride, head_stride) if (s * t.element_size()) % 16]
+        if bad or t.data_ptr() % 16 or (t.shape[-1] * t.element_size()) % 16:
+            raise InvalidConfig(
+                f"USE_TMA needs 16-byte aligned rows of {name}: head dim {t.shape[-1]} x {t.element_size()} "
+                f"bytes and strides {tuple(t.stride())} do not all qualify"
+            )

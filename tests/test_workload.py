@@ -1,0 +1,44 @@
+"""Workloads, the float32 reference every measured config is checked against, and its acceptance rule."""
+
+import torch
+from conftest import DEVICE
+from reference import attention_reference, varlen_reference
+
+from raytune_attn.problem import Problem
+from raytune_attn.workload import accept, make_workload, reference
+
+DENSE = Problem(batch=2, hq=4, hkv=2, seqlen_q=40, seqlen_k=56, head_dim=32, causal=True, dtype="float32")
+VARLEN = Problem(batch=3, hq=4, hkv=1, seqlen_q=30, seqlen_k=30, head_dim=64, causal=True, dtype="float32",
+                 varlen=True)
+
+
+def test_inputs_are_deterministic_and_not_zero():
+    a, b = make_workload(DENSE, DEVICE, seed=1), make_workload(DENSE, DEVICE, seed=1)
+    assert torch.equal(a.q, b.q)
+    assert a.q.abs().mean() > 0.5  # standard normal: E|x| = 0.8; zeros would hide unwritten outputs
+    assert not torch.equal(a.q, make_workload(DENSE, DEVICE, seed=2).q)
+
+
+def test_reference_matches_float64_dense_and_varlen():
+    w = make_workload(DENSE, DEVICE)
+    ref64, _ = attention_reference(w.q, w.k, w.v, causal=True)
+    assert (reference(w).cpu().double() - ref64).abs().max() < 1e-4
+    wv = make_workload(VARLEN, DEVICE)
+    assert wv.cu_seqlens[-1].item() == wv.q.shape[0] == sum(VARLEN.seqlens(0))
+    ref64, _ = varlen_reference(wv.q, wv.k, wv.v, wv.cu_seqlens, wv.cu_seqlens, causal=True)
+    assert (reference(wv).cpu().double() - ref64).abs().max() < 1e-4
+
+
+def test_kernel_output_accepted_and_wrong_outputs_rejected():
+    for problem in (DENSE, VARLEN):
+        w = make_workload(problem, DEVICE)
+        ref = reference(w)
+        out = w.run({"BLOCK_M": 16, "BLOCK_N": 16})
+        ok, err = accept(out, ref)
+        assert ok and err < 1e-4
+        bad = out.clone()
+        bad.view(-1)[: bad.numel() // 4] = 0  # a skipped block
+        assert not accept(bad, ref)[0]
+        bad = out.clone()
+        bad.view(-1)[7] = float("nan")
+        assert not accept(bad, ref)[0]
