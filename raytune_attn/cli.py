@@ -88,6 +88,17 @@ def bench_cmd(
     print(f"wrote {out} and {out.rsplit('.', 1)[0]}.md")
 
 
+@app.command("tune", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             add_help_option=False)
+def tune_cmd(ctx: typer.Context):
+    """Run a sweep with Ray Tune (embedded local cluster, or --address). `raytune-attn tune --help` lists the flags."""
+    from raytune_attn.sweep import main as sweep_main
+
+    rc = sweep_main(list(ctx.args))
+    if rc:
+        raise typer.Exit(rc)
+
+
 @space_app.command("show")
 def space_show_cmd(file: str = typer.Argument(..., metavar="FILE", help="Search-space YAML (or e.g. nvidia/sm90).")):
     """Print a search space's parameters and its size before and after constraints."""
@@ -117,21 +128,84 @@ def replay_cmd(
         print(f"wrote {json_out}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    import click
+@app.command("report")
+def report_cmd(
+    results_path: str = typer.Argument(..., metavar="RESULTS", help="Trials Parquet file or results directory."),
+    plots_dir: str = typer.Option(None, "--plots-dir", help="Write the PNGs here instead of beside RESULTS."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Print the tables only."),
+    accelerator_type: str = typer.Option(None, "--accelerator-type", help="Keep only this accelerator type."),
+    problem: str = typer.Option(None, "--problem", help="Keep only problem keys containing this text."),
+    fmt: str = typer.Option("table", "--format", help="table, markdown or json."),
+):
+    """Tables per problem (best config, tuned TFLOP/s, baselines, speed-up, trials, time) and PNG plots."""
+    from raytune_attn.report import report
 
+    r = report(results_path, plots=not no_plots, plots_dir=plots_dir, accelerator_type=accelerator_type,
+               problem=problem, fmt=fmt)
+    print(r.text)
+    for path in r.plots:
+        print(f"wrote {path}", file=sys.stderr if fmt == "json" else sys.stdout)
+
+
+@app.command("doctor")
+def doctor_cmd(
+    address: str = typer.Option("auto", "--address", help="Ray cluster: auto, HOST:PORT or http://HOST:8265."),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+    timeout: float = typer.Option(5.0, "--timeout", help="Seconds to wait for the Ray cluster and MLflow server."),
+):
+    """Check this machine and its cluster: GPUs and vendor, Triton/torch/Ray/MLflow versions, Ray, MLflow."""
+    from raytune_attn import doctor
+
+    info = doctor.collect(address=address, tracking_uri=tracking_uri, timeout=timeout)
+    print(doctor.to_json(info) if json_out else doctor.format_table(info))
+
+
+def _click_exceptions():
+    """click's exception classes: typer >= 0.20 vendors click as `typer._click`; older typer uses click itself."""
+    mods = []
     try:
-        app(args=argv, standalone_mode=False)
-    except click.exceptions.Abort:
+        from typer._click import exceptions as vendored
+
+        mods.append(vendored)
+    except ImportError:
+        pass
+    try:
+        from click import exceptions as upstream
+
+        mods.append(upstream)
+    except ImportError:
+        pass
+    from typer import exceptions as typer_exc
+
+    def pick(name):
+        return tuple(getattr(m, name) for m in mods if hasattr(m, name))
+
+    return (pick("NoArgsIsHelpError"), pick("ClickException"),
+            pick("Abort") + (getattr(typer_exc, "Abort", KeyboardInterrupt),))
+
+
+def main(argv: list[str] | None = None) -> int:
+    no_args, click_error, abort = _click_exceptions()
+    try:
+        rv = app(args=argv, standalone_mode=False, prog_name="raytune-attn")
+    except no_args as e:  # `raytune-attn` or `raytune-attn space` alone: help, as `ray` and `mlflow` do
+        print(e.format_message())
+        return 0
+    except abort:
         print("aborted", file=sys.stderr)
         return 130
-    except click.ClickException as e:  # bad flags and values, already named by click
-        e.show()
+    except click_error as e:  # bad flags and values: one line naming the command and the flag, no usage block
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None else "raytune-attn"
+        msg = " ".join(e.format_message().split())
+        print(f"{where}: error: {msg} (see '{where} --help')", file=sys.stderr)
         return 2
-    except (UsageError, FileNotFoundError, ValueError) as e:
-        print(f"raytune-attn: error: {e}", file=sys.stderr)
+    except (UsageError, FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError) as e:
+        msg = " ".join(str(e).split())
+        print(f"raytune-attn: error: {msg}", file=sys.stderr)
         return 2
-    return 0
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
 
 
 if __name__ == "__main__":

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Prints the `ray start` flags that describe this host's GPUs to a raytune-attn sweep:
+#   --resources={"accelerator_type:<Ray's name>":1} --labels=raytune-attn/vendor=<v>,raytune-attn/arch=<a>
+# Used by deploy/onprem.yaml's start commands (the local provider has one node type for all hosts, so each host
+# describes itself). Ray's names: H100, A100, L40S, ... for NVIDIA; AMD-Instinct-MI300X-OAM, ... for AMD
+# (ray.util.accelerators). A host with no GPU prints only its vendor label (cpu).
+# Override: a file ~/.raytune-attn/ray-start-flags (or $RAYTUNE_ATTN_RAY_START_FLAGS) is printed as it is.
+set -euo pipefail
+
+override="${RAYTUNE_ATTN_RAY_START_FLAGS:-$HOME/.raytune-attn/ray-start-flags}"
+if [[ -f "$override" ]]; then
+  tr '\n' ' ' < "$override"
+  echo
+  exit 0
+fi
+
+vendor=cpu accel="" arch=""
+if command -v nvidia-smi >/dev/null 2>&1 && name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)" && [[ -n "$name" ]]; then
+  vendor=nvidia
+  # "NVIDIA H100 80GB HBM3" -> H100 (the model token, as Ray's NVIDIA accelerator manager names it)
+  accel="$(sed -E 's/NVIDIA|GeForce|Tesla//g' <<<"$name" | tr ' ' '\n' | grep -E '^[A-Za-z]+[0-9]' | head -n1 | cut -d- -f1)"
+  cc="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')"
+  [[ -n "$cc" ]] && arch="sm$cc"
+elif command -v amd-smi >/dev/null 2>&1 || command -v rocm-smi >/dev/null 2>&1; then
+  info="$( (amd-smi static --asic 2>/dev/null || true; rocm-smi --showproductname 2>/dev/null || true) )"
+  model="$(grep -oE 'MI[0-9]{3}[A-Z]?' <<<"$info" | head -n1 || true)"
+  if [[ -n "$model" ]]; then
+    vendor=amd
+    case "$model" in
+      MI300X) accel=AMD-Instinct-MI300X-OAM ;;
+      *) accel="AMD-Instinct-$model" ;;
+    esac
+    arch="$(grep -oE 'gfx[0-9a-f]+' <<<"$info" | head -n1 || true)"
+  fi
+fi
+
+flags=""
+[[ -n "$accel" ]] && flags="--resources={\"accelerator_type:$accel\":1} "
+labels="raytune-attn/vendor=$vendor"
+[[ -n "$arch" ]] && labels="$labels,raytune-attn/arch=$arch"
+echo "${flags}--labels=$labels"

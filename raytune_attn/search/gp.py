@@ -1,0 +1,354 @@
+"""Gaussian-process Bayesian optimization over a discrete space, as a Ray Tune Searcher.
+
+What makes it work on kernel-config landscapes (few configs near the best, a long tail, failures):
+
+* Inputs: the space's encoding (encoding.py): log2 for sizes, one-hot for categories, all in [0, 1].
+* Objective scale: the GP models log(TFLOP/s) (or -log(latency) for mode="min"). Configs span 2 orders of
+  magnitude; in log space a 10% gain is the same step at any level, so one stationary kernel fits better.
+* Scores below `floor_ratio` (10%) of the best are clipped to that floor: a 100x-slow config is not more
+  informative than a 10x-slow one, and its huge log would dominate the GP's scale.
+* Failures (errored, invalid, status != "ok", metric 0 or missing) are told to the GP as a score a bit below the
+  worst success seen (worst - 10% of the observed range), not as 0 TFLOP/s, whose log is -inf and whose raw value
+  would flatten every real difference. The GP thus learns that the region is bad; the failed config is never
+  suggested again (base.py).
+* Acquisition: the space is discrete and small (at most ~10^4 feasible configs), so the expected improvement is
+  evaluated exactly at every unmeasured, not-in-flight candidate, instead of skopt's continuous optimizer whose
+  optimum must be rounded back onto the grid (and may land on a measured or infeasible config).
+* Initial design: `n_initial` configs spread over the space by a Latin hypercube in the encoded coordinates,
+  each snapped to the nearest free candidate (seeded, so deterministic).
+* Concurrency: configs in flight are added to the GP as "constant liar" observations (the mean of the observed
+  scores), which collapses the posterior variance there, so parallel suggestions spread out.
+* Bounded cost: the kernel hyperparameters (Matern 5/2 with one length scale per input, a constant and a white
+  noise term; length scales >= 0.25, a quarter of a parameter's range) are optimized by maximum likelihood
+  (L-BFGS, <= 60 iterations, a fixed small number of restarts) on at most `max_fit_points` observations (the best
+  half and a random half of the rest), only on a schedule (every observation up to 20, every 3rd up to 60, every
+  10th after) and at most `max_refits` times. In between,
+  the GP is only re-conditioned on the new data with the last hyperparameters: one Cholesky of an n x n matrix,
+  milliseconds at n = 200. Each suggestion's seconds are recorded in `timings` (see latency.py).
+* Warm start: results of an earlier sweep (another shape or GPU) enter as extra observations. Their log scores
+  are shifted by the median difference to this sweep's measurements on the configs both measured (0 before any
+  overlap), and a config's own measurement replaces its warm value. With `n_initial` or more warm successes, the
+  random initial design is skipped.
+
+The skopt pieces used: the Space/dimensions and their transform, skopt's GaussianProcessRegressor and its
+Expected Improvement function (`skopt.acquisition.gaussian_ei`).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from skopt.acquisition import gaussian_ei, gaussian_lcb
+from skopt.learning import GaussianProcessRegressor
+from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern, WhiteKernel
+
+from raytune_attn.config import default_config
+from raytune_attn.search.base import DiscreteSearcher
+from raytune_attn.search.encoding import Encoding
+from raytune_attn.search.landscape import Landscape, read_table, table_values
+
+
+class GPSearcher(DiscreteSearcher):
+    name = "gp"
+
+    def __init__(
+        self,
+        space,
+        *,
+        n_initial: int = 6,
+        acq: str = "EI",
+        xi: float = 0.01,
+        kappa: float = 1.0,
+        fail_margin: float = 0.1,
+        max_refits: int = 40,
+        n_restarts: int = 1,
+        min_length_scale: float = 0.25,
+        max_fit_points: int = 60,
+        floor_ratio: float = 0.1,
+        local_every: int = 1,
+        local_knobs: int = 1,
+        seed_default: bool = True,
+        local_top: int = 3,
+        head_dim: int = 128,
+        warm_start: Any = None,
+        **kw,
+    ):
+        super().__init__(space, **kw)
+        if acq not in ("EI", "LCB"):
+            raise ValueError(f"acq must be 'EI' or 'LCB', got {acq!r}")
+        self.n_initial, self.acq, self.xi, self.kappa = int(n_initial), acq, float(xi), float(kappa)
+        self.fail_margin, self.max_refits, self.n_restarts = float(fail_margin), int(max_refits), int(n_restarts)
+        self.min_length_scale, self.max_fit_points = float(min_length_scale), int(max_fit_points)
+        self.floor_ratio = float(floor_ratio)
+        self.encoding = Encoding(self.space)
+        self._X = self.encoding.transform(self.candidates)
+        # Each candidate as value indices, one column per knob: "differs in one knob" without encoding details.
+        self._cat = np.array([[p.values.index(c[p.name]) for p in self.space.params] for c in self.candidates])
+        self.local_every, self.local_knobs = int(local_every), int(local_knobs)
+        self.seed_default, self.head_dim = bool(seed_default), int(head_dim)
+        self.local_top = int(local_top)
+        self._warm: list[tuple[np.ndarray, tuple | None, float | None]] = []  # (x, candidate key or None, score)
+        self.timings: list[tuple[int, float]] = []  # (observations told, seconds) per model-based suggestion
+        self._reset()
+        if warm_start is not None:
+            self.add_warm_start(warm_start)
+
+    def _reset(self) -> None:
+        self._scores: dict[int, float | None] = {}  # candidate index -> score (None = failed)
+        self._theta: np.ndarray | None = None  # last optimized kernel hyperparameters (log-transformed)
+        self._refit_at, self._n_refits = -1, 0
+        self._design = self._initial_design()
+
+    # ---- objective scale ---------------------------------------------------------------------------------------
+    def _score(self, value: float | None) -> float | None:
+        if value is None:
+            return None
+        return math.log(value) if self.mode == "max" else -math.log(value)
+
+    def _observe(self, i: int, value: float | None) -> None:
+        self._scores[i] = self._score(value)
+
+    # ---- initial design -----------------------------------------------------------------------------------------
+    def _initial_design(self) -> list[int]:
+        """The kernel's default config for this head dim (when the space holds it), then Latin hypercube points
+        in [0, 1]^d, each snapped to the nearest candidate not chosen yet.
+
+        The default is what a user runs without tuning, so the search must beat it anyway; measuring it first
+        also starts the local steps from a config that is good on every GPU we measured instead of from a random
+        corner (on the recorded H100 landscapes the best config is one knob away from it).
+        """
+        n = min(self.n_initial, len(self.candidates))
+        rng = np.random.default_rng(self.seed)
+        d = self._X.shape[1]
+        if n == 0 or d == 0:
+            return list(range(n))
+        chosen: list[int] = []
+        free = np.ones(len(self.candidates), dtype=bool)
+        if self.seed_default:
+            default = default_config(self.head_dim)
+            key = self._key_or_none({p.name: default.get(p.name) for p in self.space.params})
+            if key is not None and key in self._index:
+                chosen.append(self._index[key])
+                free[self._index[key]] = False
+        n -= len(chosen)
+        strata = np.stack([rng.permutation(n) for _ in range(d)], axis=1)
+        pts = (strata + rng.random((n, d))) / n
+        for p in pts:
+            dist = np.where(free, ((self._X - p) ** 2).sum(axis=1), np.inf)
+            j = int(np.argmin(dist))
+            chosen.append(j)
+            free[j] = False
+        return chosen
+
+    # ---- warm start ---------------------------------------------------------------------------------------------
+    def add_warm_start(self, source: Any, *, objective: str | None = None, params: list[str] | None = None) -> int:
+        """Add earlier results as observations; returns how many configs of this space they cover.
+
+        `source`: a Parquet path or DataFrame (one row per trial or config; see landscape.py), a Landscape, or an
+        iterable of (config, value) pairs with value None for a failed config.
+        """
+        pairs = list(self._warm_pairs(source, objective or self.metric, params))
+        added = 0
+        for cfg, value in pairs:
+            try:
+                x = self.encoding.transform([cfg])[0]
+            except (KeyError, ValueError):
+                continue  # a knob value outside this space
+            if not self.space.contains(cfg):
+                continue
+            self._warm.append((x, self._key_or_none(cfg), self._score(value)))
+            added += 1
+        if sum(s is not None for _, _, s in self._warm) >= self.n_initial:
+            self._design = []
+        return added
+
+    def _warm_pairs(self, source: Any, objective: str, params) -> Iterable[tuple[dict, float | None]]:
+        if isinstance(source, Landscape):
+            for key, v in source.values.items():
+                yield source.space.to_config(key), (None if not np.isfinite(v) else float(v))
+            return
+        if isinstance(source, (str, Path, pd.DataFrame)):
+            df = read_table(source)
+            names = list(params or self.space.names)
+            for name in names:
+                if name not in df.columns:
+                    default = default_config().get(name, False)
+                    if default not in next(p.values for p in self.space.params if p.name == name):
+                        raise ValueError(f"warm-start table lacks column {name!r} and its default is not in space")
+                    df[name] = default
+            for key, v in table_values(df, names, objective).items():
+                yield dict(zip(names, key, strict=True)), (None if not np.isfinite(v) else float(v))
+            return
+        for cfg, v in source:
+            yield dict(cfg), v
+
+    # ---- the model ----------------------------------------------------------------------------------------------
+    def _training_data(self, liars: Iterable[int]) -> tuple[np.ndarray, np.ndarray, int]:
+        """Inputs and scores: measured configs, warm-start points and liars; failures imputed; + real count."""
+        real = list(self._scores.items())
+        succ = np.array([s for _, s in real if s is not None])
+        offset = 0.0
+        overlap = [self._scores[self._index[k]] - s for _, k, s in self._warm
+                   if k in self._index and s is not None and self._scores.get(self._index[k]) is not None]  # fmt: skip
+        if overlap:
+            offset = float(np.median(overlap))
+        warm = [(x, s + offset if s is not None else None) for x, k, s in self._warm
+                if k not in self._index or self._index[k] not in self._scores]  # fmt: skip
+        all_succ = np.concatenate([succ, [s for _, s in warm if s is not None]])
+        if all_succ.size:
+            # Configs below `floor_ratio` of the best are all just "bad": clipping them keeps a few 100x-slow
+            # outliers from dominating the GP's variance and squashing the differences among good configs.
+            floor = float(all_succ.max()) + math.log(self.floor_ratio)
+            lo, hi = max(float(all_succ.min()), floor), float(all_succ.max())
+            fail = lo - self.fail_margin * max(hi - lo, 0.1)
+        else:
+            floor, fail = -math.inf, 0.0
+        clip = lambda s: fail if s is None else max(s, floor)  # noqa: E731
+        X = [self._X[i] for i, _ in real] + [x for x, _ in warm]
+        y = [clip(s) for _, s in real] + [clip(s) for _, s in warm]
+        n_fit = len(y)
+        liars = list(liars)
+        if liars:
+            lie = float(np.mean(y)) if y else 0.0
+            X += [self._X[i] for i in liars]
+            y += [lie] * len(liars)
+        return np.asarray(X, dtype=float).reshape(len(y), self._X.shape[1]), np.asarray(y, dtype=float), n_fit
+
+    def _refit_due(self, n: int) -> bool:
+        if self._theta is None:
+            return True
+        if self._n_refits >= self.max_refits:
+            return False
+        step = 1 if n <= 20 else 3 if n <= 60 else 10
+        return n - self._refit_at >= step
+
+    def _kernel(self):
+        d = self._X.shape[1]
+        return ConstantKernel(1.0, (1e-2, 1e2)) * Matern(
+            length_scale=np.ones(d), length_scale_bounds=(self.min_length_scale, 20.0), nu=2.5
+        ) + WhiteKernel(1e-2, (1e-6, 0.5))
+
+    def _fit(self, X: np.ndarray, y: np.ndarray, n_fit: int) -> GaussianProcessRegressor:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # sklearn's ConvergenceWarning at bounds is expected and harmless
+            if self._refit_due(n_fit):
+                # Hyperparameters from the real and warm data only (liars would bias the noise estimate).
+                rng = np.random.default_rng(self.seed * 1_000_003 + n_fit)
+                sub = _fit_subset(y[:n_fit], self.max_fit_points, rng)
+                gp = GaussianProcessRegressor(
+                    kernel=self._kernel(), normalize_y=True, n_restarts_optimizer=self.n_restarts,
+                    optimizer=_bounded_lbfgs, random_state=int(rng.integers(2**31)),
+                )  # fmt: skip
+                gp.fit(X[sub], y[sub])
+                self._theta, self._refit_at = gp.kernel_.theta.copy(), n_fit
+                self._n_refits += 1
+            kernel = self._kernel().clone_with_theta(self._theta)
+            gp = GaussianProcessRegressor(kernel=kernel, normalize_y=True, optimizer=None)
+            gp.fit(X, y)
+            return gp
+
+    # ---- choosing -----------------------------------------------------------------------------------------------
+    def _pick(self, available: np.ndarray) -> int:
+        while self._design and self._taken[self._design[0]]:
+            self._design.pop(0)
+        if self._design:
+            return self._design.pop(0)
+        if len(available) == 1 or self._X.shape[1] == 0:
+            return int(available[0])
+        t0 = time.perf_counter()
+        X, y, n_fit = self._training_data(self._live.values())
+        if n_fit == 0:
+            return int(available[np.random.default_rng(self.seed + len(self._obs)).integers(len(available))])
+        gp = self._fit(X, y, n_fit)
+        local = self._neighbours(available) if self.local_every and len(self._obs) % self.local_every == 0 else None
+        if local is not None and len(local):
+            # Local step: the neighbour the model predicts best (exploitation; EI's exploration is the global
+            # steps' job).
+            j = int(local[int(np.argmax(gp.predict(self._X[local])))])
+            self.timings.append((len(self._obs), time.perf_counter() - t0))
+            return j
+        Xa = self._X[available]
+        # skopt's acquisitions minimize: give them the negated scores' model via y_opt = -best.
+        if self.acq == "EI" and np.isfinite(y[:n_fit]).any() and y[:n_fit].std() > 0:
+            best = float(y[:n_fit].max())
+            a = gaussian_ei(Xa, _Negated(gp), y_opt=-best, xi=self.xi * float(y[:n_fit].std()))
+            if not np.any(a > 0):
+                a = gp.predict(Xa, return_std=True)[1]  # nothing expected to improve: explore the least known
+        else:
+            a = -gaussian_lcb(Xa, _Negated(gp), kappa=self.kappa)
+        # Ties (e.g. never-seen categories) go to the earliest candidate: deterministic.
+        j = int(available[int(np.argmax(a))])
+        self.timings.append((len(self._obs), time.perf_counter() - t0))
+        return j
+
+    def _neighbours(self, available: np.ndarray) -> np.ndarray | None:
+        """Unmeasured candidates that differ from the best measured config in exactly one knob.
+
+        Kernel landscapes are rugged globally but locally structured: the best configs sit next to other good
+        ones (one more stage, twice the warps). Spending every other pick on the incumbent's neighbourhood, ranked
+        by the same acquisition, is a trust region for a discrete space: it climbs to the local optimum in a few
+        steps where global expected improvement keeps probing far, poorly modelled corners.
+        """
+        measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
+        if not measured:
+            return None
+        near = np.zeros(len(available), dtype=bool)
+        for _, i in measured[: self.local_top]:
+            near |= (self._cat[available] != self._cat[i]).sum(axis=1) <= self.local_knobs
+        return available[near]
+
+    # ---- state --------------------------------------------------------------------------------------------------
+    def get_state(self) -> dict:
+        state = super().get_state()
+        state.update(theta=None if self._theta is None else self._theta.tolist(), refit_at=self._refit_at,
+                     n_refits=self._n_refits, design=list(self._design), warm=[(x.tolist(), k, s) for x, k, s in
+                     self._warm])  # fmt: skip
+        return state
+
+    def set_state(self, state: dict) -> None:
+        super().set_state(state)  # replays the observations through _reset/_observe
+        self._theta = None if state["theta"] is None else np.asarray(state["theta"])
+        self._refit_at, self._n_refits, self._design = state["refit_at"], state["n_refits"], list(state["design"])
+        self._warm = [(np.asarray(x), None if k is None else tuple(k), s) for x, k, s in state["warm"]]
+
+
+def _fit_subset(y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
+    """Indices of at most k observations for the hyperparameter fit: the best half, and a random half of the rest.
+
+    The likelihood's gradient costs O(n^3 + n^2 d) per step; 60 points keep a refit well under a second while
+    keeping the region that matters (the best configs) and the overall trend (a sample of the rest).
+    """
+    n = len(y)
+    if n <= k:
+        return np.arange(n)
+    order = np.argsort(-y, kind="stable")
+    top, rest = order[: k // 2], order[k // 2 :]
+    return np.sort(np.concatenate([top, rng.choice(rest, size=k - k // 2, replace=False)]))
+
+
+def _bounded_lbfgs(obj_func, initial_theta, bounds):
+    """sklearn's default optimizer (L-BFGS-B on the log-marginal likelihood) with at most 60 iterations."""
+    from scipy.optimize import minimize
+
+    r = minimize(obj_func, initial_theta, method="L-BFGS-B", jac=True, bounds=bounds, options={"maxiter": 60})
+    return r.x, r.fun
+
+
+class _Negated:
+    """A model predicting -f, for skopt's minimizing acquisition functions."""
+
+    def __init__(self, gp):
+        self.gp = gp
+
+    def predict(self, X, return_std=False):
+        if return_std:
+            mu, sd = self.gp.predict(X, return_std=True)
+            return -mu, sd
+        return -self.gp.predict(X)

@@ -1,0 +1,139 @@
+"""Replay: measure searchers on a recorded landscape, without a GPU.
+
+Each searcher is driven through the same Ray Tune Searcher interface as a live sweep (`suggest`, then
+`on_trial_complete` with the recorded value, or `error=True` for a failed config), `budget` evaluations per run,
+one run per seed. For each run we record after how many evaluations the best value found first reaches 95% and
+98% of the landscape's best (budget + 1 when it never does within the budget), and the best value found.
+With `concurrency` > 1, the searcher is asked for that many configs before any of them is told (a batch of
+parallel trials), as Ray Tune does with concurrent trials.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from raytune_attn.search import make_searcher
+from raytune_attn.search.base import DiscreteSearcher
+from raytune_attn.search.landscape import Landscape, load_landscape
+
+THRESHOLDS = (0.95, 0.98)
+
+
+@dataclass(frozen=True)
+class Run:
+    trace: list[float]  # best value found after each evaluation (NaN until the first success)
+    configs: list[dict]
+
+    def evals_to(self, target: float, budget: int) -> int:
+        for k, v in enumerate(self.trace, start=1):
+            if v >= target:
+                return k
+        return budget + 1
+
+
+def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, *, concurrency: int = 1) -> Run:
+    """Drive one searcher for `budget` evaluations on the landscape; return the best-so-far trace."""
+    best, trace, configs = -math.inf, [], []
+    n = 0
+    while n < budget:
+        batch = []
+        for _ in range(min(concurrency, budget - n)):
+            tid = f"trial_{n + len(batch):05d}"
+            cfg = searcher.suggest(tid)
+            if cfg is None or cfg == searcher.FINISHED:
+                break
+            batch.append((tid, cfg))
+        if not batch:
+            break
+        for tid, cfg in batch:
+            v = landscape.value(cfg)
+            if np.isfinite(v):
+                searcher.on_trial_complete(tid, {landscape.objective: v, "status": "ok", "config": cfg})
+                best = max(best, v)
+            else:
+                searcher.on_trial_complete(tid, None, error=True)
+            trace.append(best if best > -math.inf else float("nan"))
+            configs.append(cfg)
+        n += len(batch)
+    return Run(trace, configs)
+
+
+def replay(
+    landscape: Landscape,
+    searchers: Sequence[str],
+    *,
+    budget: int = 40,
+    seeds: int = 10,
+    concurrency: int = 1,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, dict]:
+    """Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...}, "best_at_budget": {"median"}}."""
+    if budget < 1 or seeds < 1:
+        raise ValueError("--budget and --seeds must be at least 1")
+    best = landscape.best
+    out = {}
+    for name in searchers:
+        runs = []
+        for seed in range(seeds):
+            opts = dict((options or {}).get(name, {}))
+            if name == "gp" and landscape.head_dim is not None:
+                opts.setdefault("head_dim", landscape.head_dim)  # the GP starts from the default config
+            s = make_searcher(name, landscape.space, metric=landscape.objective, seed=seed, **opts)
+            runs.append(run_searcher(s, landscape, budget, concurrency=concurrency))
+        summary: dict[str, Any] = {}
+        for p in THRESHOLDS:
+            evals = [r.evals_to(p * best, budget) for r in runs]
+            summary[f"evals_to_{round(p * 100)}"] = {"median": float(np.median(evals)), "max": int(max(evals))}
+        finals = [r.trace[-1] if r.trace else float("nan") for r in runs]
+        summary["best_at_budget"] = {"median": float(np.nanmedian(finals)) if np.isfinite(finals).any() else None}
+        out[name] = summary
+    return out
+
+
+def format_table(summary: Mapping[str, Mapping], landscape: Landscape) -> str:
+    best = landscape.best
+    lines = [
+        f"landscape: {landscape.space.source}  configs {len(landscape.values)}  best {best:.4g} {landscape.objective}",
+        f"{'searcher':<10} {'to95 med':>8} {'to95 max':>8} {'to98 med':>8} {'to98 max':>8} {'best@budget med':>16}",
+    ]
+    for name, s in summary.items():
+        b = s["best_at_budget"]["median"]
+        bb = f"{b:.4g} ({b / best:.1%})" if b is not None else "-"
+        lines.append(
+            f"{name:<10} {s['evals_to_95']['median']:>8g} {s['evals_to_95']['max']:>8d} "
+            f"{s['evals_to_98']['median']:>8g} {s['evals_to_98']['max']:>8d} {bb:>16}"
+        )
+    return "\n".join(lines)
+
+
+def replay_command(
+    landscape: str,
+    searchers: Sequence[str],
+    *,
+    budget: int = 40,
+    seeds: int = 10,
+    objective: str = "tflops",
+    params: Sequence[str] | None = None,
+    select: Sequence[str] = (),
+    concurrency: int = 1,
+    json_out: str | None = None,
+) -> str:
+    """What `raytune-attn replay` runs; returns the printed table."""
+    sel = {}
+    for item in select:
+        col, sep, val = item.partition("=")
+        if not sep or not col:
+            raise ValueError(f"--select takes COLUMN=VALUE, got {item!r}")
+        sel[col] = val
+    land = load_landscape(landscape, objective=objective, params=list(params) or None, select=sel)
+    summary = replay(land, list(searchers) or ["gp", "random"], budget=budget, seeds=seeds, concurrency=concurrency)
+    if json_out:
+        Path(json_out).write_text(json.dumps(summary, indent=2) + "\n")
+    return format_table(summary, land)

@@ -1,0 +1,265 @@
+"""Declarative search spaces: one YAML file per vendor and architecture (`search_spaces/<vendor>/<arch>.yaml`).
+
+File format (schema_version 1)::
+
+    schema_version: 1
+    vendor: nvidia            # nvidia | amd | cpu
+    arch: sm90                # picks the resource limits of the pre-filter (see resources.ARCHS)
+    parameters:               # knob name -> its values, in order (ordinal knobs small to large)
+      BLOCK_M: [16, 32, 64, 128, 256]
+      PRE_LOAD_V: [false, true]
+      waves_per_eu: {values: [0, 1, 2], encoding: index}   # long form: pick the GP encoding
+    constraints:              # Python expressions over the parameter names; a config must satisfy all
+      - BLOCK_M >= BLOCK_N
+
+Encodings (how the GP sees a parameter): `log2` (default for positive integers: tile sizes, warps and stages act
+multiplicatively), `index` (rank among the values; default for integers that include 0, where 0 means "auto"),
+`categorical` (default for booleans). Parameter names must be kernel knobs (`raytune_attn.config.KNOBS`).
+"""
+
+from __future__ import annotations
+
+import ast
+import itertools
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from raytune_attn.config import AMD_ONLY_KNOBS, KNOBS
+
+SCHEMA_VERSION = 1
+VENDORS = ("nvidia", "amd", "cpu")
+ENCODINGS = ("log2", "index", "categorical")
+SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
+
+
+class SpaceError(ValueError):
+    """A search-space file that is not valid; the message names the file, the key and what is wrong."""
+
+    def __init__(self, source: str, key: str, problem: str):
+        super().__init__(f"{source}: {key}: {problem}")
+        self.source, self.key, self.problem = source, key, problem
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    values: tuple  # in the file's order; ordinal parameters are sorted ascending
+    encoding: str
+
+
+# Nodes a constraint may use: arithmetic, comparisons, boolean logic, parameter names and literals.
+_ALLOWED_NODES = (
+    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.BinOp, ast.Add, ast.Sub,
+    ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt,
+    ast.GtE, ast.In, ast.NotIn, ast.Name, ast.Load, ast.Constant, ast.IfExp, ast.Tuple, ast.List,
+)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Constraint:
+    expr: str
+    code: Any = field(repr=False, compare=False)
+
+    def __call__(self, config: Mapping[str, Any]) -> bool:
+        return bool(eval(self.code, {"__builtins__": {}}, dict(config)))  # noqa: S307 - AST checked in compile_constraint
+
+
+def compile_constraint(expr: str, names: Iterable[str], *, source: str = "<constraint>", key: str = "constraints"):
+    """Parse `expr` as a restricted Python expression over `names` (no calls, attributes or subscripts)."""
+    if not isinstance(expr, str) or not expr.strip():
+        raise SpaceError(source, key, f"a constraint must be a non-empty expression string, got {expr!r}")
+    try:
+        tree = ast.parse(expr.strip(), mode="eval")
+    except SyntaxError as e:
+        raise SpaceError(source, key, f"cannot parse {expr!r}: {e.msg}") from None
+    names = set(names) | {"True", "False", "None"}
+    for node in ast.walk(tree):
+        if not isinstance(node, _ALLOWED_NODES):
+            raise SpaceError(source, key, f"{expr!r} uses {type(node).__name__}, not allowed in a constraint")
+        if isinstance(node, ast.Name) and node.id not in names:
+            raise SpaceError(source, key, f"{expr!r} names {node.id!r}, which is not a parameter of this space")
+    return Constraint(expr.strip(), compile(tree, f"{source}:{key}", "eval"))
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Parameters with ordered values, constraints between them, and (for recorded landscapes) an explicit set of
+    allowed configs. `configs()` enumerates every feasible config in a fixed order: the grid's and the GP's."""
+
+    params: tuple[Param, ...]
+    constraints: tuple[Constraint, ...] = ()
+    vendor: str = "cpu"
+    arch: str = "interpreter"
+    source: str = "<memory>"
+    allowed: frozenset | None = None  # tuples of values in param order; None = the whole constrained product
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(p.name for p in self.params)
+
+    @property
+    def size_unconstrained(self) -> int:
+        return math.prod(len(p.values) for p in self.params)
+
+    def key(self, config: Mapping[str, Any]) -> tuple:
+        """A hashable identity of a config over this space's parameters (extra knobs are ignored)."""
+        return tuple(config[n] for n in self.names)
+
+    def to_config(self, key: Sequence) -> dict[str, Any]:
+        return dict(zip(self.names, key, strict=True))
+
+    def contains(self, config: Mapping[str, Any]) -> bool:
+        """True when every parameter has one of its values and all constraints hold."""
+        try:
+            k = self.key(config)
+        except KeyError:
+            return False
+        # `in` alone would let 1 stand for True (bool is an int): also require the same bool-ness.
+        for v, p in zip(k, self.params, strict=True):
+            if v not in p.values or isinstance(v, bool) != isinstance(p.values[0], bool):
+                return False
+        if self.allowed is not None and k not in self.allowed:
+            return False
+        return all(c(config) for c in self.constraints)
+
+    def configs(self) -> list[dict[str, Any]]:
+        """Every feasible config, in the product order of the parameters' values."""
+        out = []
+        for combo in itertools.product(*(p.values for p in self.params)):
+            if self.allowed is not None and combo not in self.allowed:
+                continue
+            cfg = self.to_config(combo)
+            if all(c(cfg) for c in self.constraints):
+                out.append(cfg)
+        return out
+
+    @property
+    def size(self) -> int:
+        return len(self.configs())
+
+    def describe(self) -> str:
+        """Human-readable listing for `raytune-attn space show`."""
+        lines = [f"space {self.source}  (vendor {self.vendor}, arch {self.arch})", "parameters:"]
+        width = max(len(n) for n in self.names)
+        for p in self.params:
+            vals = ", ".join(_fmt(v) for v in p.values)
+            lines.append(f"  {p.name:<{width}}  [{vals}]  ({len(p.values)} values, {p.encoding})")
+        lines.append("constraints:" if self.constraints else "constraints: none")
+        lines += [f"  {c.expr}" for c in self.constraints]
+        lines.append(f"size: {self.size_unconstrained} before constraints, {self.size} after")
+        return "\n".join(lines)
+
+    @classmethod
+    def from_values(
+        cls, values: Mapping[str, Sequence], *, allowed: Iterable[tuple] | None = None, source: str = "<table>"
+    ) -> SearchSpace:
+        """A space from distinct values per parameter (e.g. read from a landscape table), default encodings."""
+        params = []
+        for name, vals in values.items():
+            vals = tuple(sorted(set(vals), key=lambda v: (isinstance(v, str), v)))
+            params.append(Param(name, vals, _default_encoding(vals)))
+        return cls(tuple(params), (), source=source, allowed=None if allowed is None else frozenset(allowed))
+
+
+def _fmt(v: Any) -> str:
+    return str(v).lower() if isinstance(v, bool) else str(v)
+
+
+def _default_encoding(values: Sequence) -> str:
+    if all(isinstance(v, bool) for v in values) or not all(isinstance(v, (int, float)) for v in values):
+        return "categorical"
+    return "log2" if all(v > 0 for v in values) else "index"
+
+
+def load_space(path: str | Path) -> SearchSpace:
+    """Load and validate a search-space YAML file; raise SpaceError naming the file, the key and the problem.
+
+    `path` may also be a name relative to `search_spaces/`, e.g. "nvidia/sm90" or "nvidia/sm90.yaml".
+    """
+    p = Path(path)
+    if not p.exists():
+        alt = SPACES_DIR / (str(path) if str(path).endswith((".yaml", ".yml")) else f"{path}.yaml")
+        if not alt.exists():
+            raise FileNotFoundError(f"no search-space file {path} (nor {alt})")
+        p = alt
+    src = str(path)
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise SpaceError(src, "<file>", f"not valid YAML: {e}") from None
+    return parse_space(doc, source=src)
+
+
+def parse_space(doc: Any, *, source: str = "<memory>") -> SearchSpace:
+    if not isinstance(doc, dict):
+        raise SpaceError(source, "<file>", "must be a mapping with schema_version, vendor, arch, parameters")
+    unknown = sorted(set(doc) - {"schema_version", "vendor", "arch", "parameters", "constraints", "description"})
+    if unknown:
+        raise SpaceError(source, unknown[0], "unknown key (known: schema_version, vendor, arch, parameters, "
+                         "constraints, description)")  # fmt: skip
+    if "schema_version" not in doc:
+        raise SpaceError(source, "schema_version", "missing")
+    if doc["schema_version"] != SCHEMA_VERSION:
+        raise SpaceError(source, "schema_version", f"is {doc['schema_version']!r}; this loader reads {SCHEMA_VERSION}")
+    vendor = doc.get("vendor")
+    if vendor not in VENDORS:
+        raise SpaceError(source, "vendor", f"is {vendor!r}; must be one of {', '.join(VENDORS)}")
+    arch = doc.get("arch")
+    if not isinstance(arch, str) or not arch:
+        raise SpaceError(source, "arch", f"must be a non-empty string, got {arch!r}")
+    raw = doc.get("parameters")
+    if not isinstance(raw, dict) or not raw:
+        raise SpaceError(source, "parameters", "must be a non-empty mapping of knob name -> list of values")
+    params = [_parse_param(name, spec, vendor, source) for name, spec in raw.items()]
+    cons = doc.get("constraints") or []
+    if not isinstance(cons, list):
+        raise SpaceError(source, "constraints", "must be a list of expression strings")
+    names = [p.name for p in params]
+    constraints = [compile_constraint(c, names, source=source, key=f"constraints[{i}]") for i, c in enumerate(cons)]
+    space = SearchSpace(tuple(params), tuple(constraints), vendor=vendor, arch=arch, source=source)
+    for i, c in enumerate(constraints):  # evaluate once on a config so that e.g. type errors surface at load time
+        try:
+            c(space.to_config(tuple(p.values[0] for p in params)))
+        except Exception as e:  # noqa: BLE001 - any evaluation error is the file's mistake
+            raise SpaceError(source, f"constraints[{i}]", f"{c.expr!r} fails to evaluate: {e}") from None
+    if space.size == 0:
+        raise SpaceError(source, "constraints", "no config satisfies all constraints")
+    return space
+
+
+def _parse_param(name: Any, spec: Any, vendor: str, source: str) -> Param:
+    key = f"parameters.{name}"
+    if name not in KNOBS:
+        raise SpaceError(source, key, f"not a kernel knob; knobs are {', '.join(sorted(KNOBS))}")
+    if name in AMD_ONLY_KNOBS and vendor != "amd":
+        raise SpaceError(source, key, f"exists only on AMD GPUs, this space is for {vendor}")
+    encoding = None
+    if isinstance(spec, dict):
+        extra = sorted(set(spec) - {"values", "encoding"})
+        if extra:
+            raise SpaceError(source, f"{key}.{extra[0]}", "unknown key (known: values, encoding)")
+        encoding, spec = spec.get("encoding"), spec.get("values")
+    if not isinstance(spec, list) or not spec:
+        raise SpaceError(source, key, "must be a non-empty list of values (or {values: [...], encoding: ...})")
+    want = KNOBS[name]
+    for v in spec:
+        if (want is bool) != isinstance(v, bool) or not isinstance(v, want):
+            raise SpaceError(source, key, f"value {v!r} is not a{'n integer' if want is int else ' boolean'}")
+    if len(set(spec)) != len(spec):
+        raise SpaceError(source, key, f"repeated values in {spec}")
+    if want is int and list(spec) != sorted(spec):
+        raise SpaceError(source, key, f"values {spec} must be listed in increasing order")
+    values = tuple(spec)
+    encoding = encoding or _default_encoding(values)
+    if encoding not in ENCODINGS:
+        raise SpaceError(source, f"{key}.encoding", f"is {encoding!r}; must be one of {', '.join(ENCODINGS)}")
+    if encoding == "log2" and not all(v > 0 for v in values):
+        raise SpaceError(source, f"{key}.encoding", "log2 needs positive values")
+    if encoding != "categorical" and want is bool:
+        raise SpaceError(source, f"{key}.encoding", "a boolean knob must be categorical")
+    return Param(name, values, encoding)

@@ -1,0 +1,5 @@
+import sys
+
+from raytune_attn.sweep import main
+
+sys.exit(main())

@@ -1,0 +1,235 @@
+"""Long-lived Ray actors of a sweep: one benchmark actor per GPU, one compile actor per node, one lease broker
+per accelerator type.
+
+* `BenchActor` holds one GPU (`num_gpus=1` plus a sliver of `accelerator_type:<X>`) for the whole sweep: the CUDA
+  context, the workload and reference of each problem stay loaded, so a trial costs a method call (~1 ms), not a
+  process start (~9 s). It checks a config against the reference and times it in rungs; it is restarted by Ray
+  (`max_restarts=-1`) when a config kills it, and only the trial that held it sees the error.
+* `CompileActor` runs on each GPU node with a pool of compile processes (`CompilePool`, one per thread, each with
+  the per-compile time limit) that warm the node-local Triton cache before a config reaches the GPU.
+* `Broker` leases benchmark actors to trials, one trial per actor at a time (so each trial holds exactly one GPU
+  while it measures, and a crash is attributed to the config that caused it).
+
+Test hooks (never set them in production):
+  RAYTUNE_ATTN_FAKE_DEVICE  JSON {accelerator_type: "vendor:arch:name"} (or one "vendor:arch:name" for all):
+                            the device the actor reports; with no real GPU it runs the Triton interpreter.
+  RAYTUNE_ATTN_CRASH_ON     JSON config subset: the actor calls os._exit(3) when asked to run a matching config.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+
+import ray
+
+TRITON_CACHE_DEFAULT = "~/.cache/raytune-attn/triton"
+
+
+def setup_process_env(cache_dir: str | None = None) -> None:
+    """Before torch/triton are imported in a worker: node-local Triton cache; the interpreter without a GPU."""
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.expanduser(cache_dir or TRITON_CACHE_DEFAULT))
+    os.makedirs(os.environ["TRITON_CACHE_DIR"], exist_ok=True)
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+
+
+def fake_device(accel_type: str) -> dict | None:
+    raw = os.environ.get("RAYTUNE_ATTN_FAKE_DEVICE", "").strip()
+    if not raw:
+        return None
+    spec = raw
+    if raw.startswith("{"):
+        spec = json.loads(raw).get(accel_type)
+        if spec is None:
+            return None
+    vendor, arch, name = (spec.split(":", 2) + ["", ""])[:3]
+    return {"vendor": vendor, "arch": arch, "name": name or accel_type, "accelerator_type": accel_type,
+            "runtime_version": "", "driver": "fake"}
+
+
+def _matches(config: dict, subset: dict) -> bool:
+    return bool(subset) and all(config.get(k) == v for k, v in subset.items())
+
+
+class _Bench:
+    """The benchmark actor's logic (a plain class so tests can call it without Ray)."""
+
+    def __init__(self, accel_type: str, cache_dir: str | None = None):
+        setup_process_env(cache_dir)
+        import torch
+
+        from raytune_attn.device import detect
+
+        self.accel_type = accel_type
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        info = fake_device(accel_type) or detect().to_dict()
+        if accel_type != "CPU":
+            info["accelerator_type"] = accel_type  # the type the sweep placed us by (Ray's resource name)
+        self.info_ = info
+        self._workloads: dict[str, tuple] = {}  # problem key -> (workload, reference, flops)
+        self._crash_on = json.loads(os.environ.get("RAYTUNE_ATTN_CRASH_ON", "") or "{}")
+        self.t_start = time.time()
+        self.busy_s = 0.0  # seconds running kernels (checks, timings, baselines)
+        self.compile_wait_s = 0.0  # seconds compiling or loading binaries in this process
+        self.calls = 0
+
+    def info(self) -> dict:
+        return {**self.info_, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id()
+                if ray.is_initialized() else "", "device": self.device}
+
+    def _workload(self, problem: dict):
+        from raytune_attn.problem import Problem
+        from raytune_attn.workload import make_workload, reference
+
+        p = Problem.from_dict(problem)
+        hit = self._workloads.get(p.key)
+        if hit is None:
+            if len(self._workloads) >= 2:  # keep memory bounded: searches run problem after problem
+                self._workloads.pop(next(iter(self._workloads)))
+            w = make_workload(p, device=self.device)
+            hit = self._workloads[p.key] = (w, reference(w), p.flops())
+        return hit
+
+    def run(self, problem: dict, config: dict, rung: int, rep_ms: float, check: bool) -> dict:
+        """Rung `rung` of one config: with `check`, first compile (or load from the cache), run once and compare
+        with the reference. Returns status/reason and, when ok, latency_ms and tflops of this rung."""
+        from raytune_attn.config import InvalidConfig
+        from raytune_attn.timing import median_ms, tflops
+        from raytune_attn.workload import accept
+
+        self.calls += 1
+        w, ref, flops = self._workload(problem)
+        out = {"status": "ok", "reason": "", "rung": rung, "compile_s": 0.0, "bench_s": 0.0}
+        t0 = time.perf_counter()
+        try:
+            if check:
+                if _matches(config, self._crash_on):
+                    os._exit(3)  # test hook: a config that kills its worker process
+                w.compile(config)
+                t1 = time.perf_counter()
+                out["compile_s"] = t1 - t0
+                self.compile_wait_s += t1 - t0
+                ok, err = accept(w.run(config), ref)
+                out["rel_err"] = err
+                if not ok:
+                    out.update(status="invalid", reason=f"wrong result: rel err {err:.2e} vs reference")
+                    return out
+            t2 = time.perf_counter()
+            ms = median_ms(lambda: w.run(config), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms)
+            out.update(latency_ms=ms, tflops=tflops(flops, ms))
+            out["bench_s"] = time.perf_counter() - t2
+        except InvalidConfig as e:
+            out.update(status="invalid", reason=str(e).splitlines()[0][:500])
+        except Exception as e:  # noqa: BLE001 - a run-time failure (OutOfResources, launch error) of this config
+            name = type(e).__name__
+            status = "invalid" if "OutOfResources" in name or "out of resource" in str(e) else "error"
+            out.update(status=status, reason=f"{name}: {str(e).splitlines()[0][:500] if str(e) else ''}")
+        finally:
+            self.busy_s += time.perf_counter() - t0 - out["compile_s"]
+        return out
+
+    def baselines(self, problem: dict) -> dict:
+        """SDPA backends' tflops and latency on this problem (GPU, dense problems only; {} otherwise)."""
+        from raytune_attn.problem import Problem
+
+        p = Problem.from_dict(problem)
+        if self.device != "cuda" or p.varlen:
+            return {}
+        from raytune_attn.bench import bench_problem
+
+        t0 = time.perf_counter()
+        rows = bench_problem(p, [], rep_ms=100)
+        self.busy_s += time.perf_counter() - t0
+        return {r["impl"].replace("-", "_"): {"tflops": r["tflops"], "latency_ms": r["ms"]}
+                for r in rows if r["tflops"] == r["tflops"]}
+
+    def stats(self) -> dict:
+        return {"busy_s": self.busy_s, "compile_wait_s": self.compile_wait_s, "calls": self.calls,
+                "alive_s": time.time() - self.t_start, "pid": os.getpid()}
+
+
+@ray.remote(max_restarts=-1, max_task_retries=0)
+class BenchActor(_Bench):
+    pass
+
+
+@ray.remote
+class CompileActor:
+    """Compiles configs ahead of the GPU on one node: `workers` threads, each owning a one-process CompilePool
+    (killed and replaced when a compile passes the time limit or crashes)."""
+
+    def __init__(self, workers: int, timeout_s: float, cache_dir: str | None = None):
+        import queue
+
+        setup_process_env(cache_dir)
+        from raytune_attn.compile_pool import CompilePool
+
+        self._pools: queue.Queue = queue.Queue()
+        for _ in range(max(1, workers)):
+            self._pools.put(CompilePool(1, timeout_s=timeout_s))
+
+    def compile(self, problem: dict, config: dict) -> dict:
+        from raytune_attn.problem import Problem
+
+        pool = self._pools.get()
+        try:
+            res = next(iter(pool.compile(Problem.from_dict(problem), [config])))
+        finally:
+            self._pools.put(pool)
+        return {"status": res.status, "reason": res.reason, "compile_s": res.compile_s, "n_regs": res.n_regs,
+                "n_spills": res.n_spills, "shared_bytes": res.shared_bytes}
+
+    def close(self):
+        while not self._pools.empty():
+            self._pools.get().close()
+
+
+@ray.remote(num_cpus=0)
+class Broker:
+    """Leases the benchmark actors of one accelerator type to trials (async actor: waiting costs no thread)."""
+
+    def __init__(self, actors: list, compilers: list):
+        self.actors = list(actors)  # BenchActor handles
+        self.compilers = list(compilers)  # CompileActor handle (or None) of each actor's node
+        self.assigned = [0] * len(self.actors)
+        self.owner: list[str | None] = [None] * len(self.actors)
+        self._free: list[asyncio.Event] = []
+
+    def _events(self):
+        if not self._free:
+            self._free = [asyncio.Event() for _ in self.actors]
+            for e in self._free:
+                e.set()
+        return self._free
+
+    async def assign(self) -> tuple:
+        """The least-loaded actor for a new trial: (index, actor handle, compile actor handle or None)."""
+        i = min(range(len(self.actors)), key=lambda j: self.assigned[j])
+        self.assigned[i] += 1
+        return i, self.actors[i], self.compilers[i]
+
+    async def unassign(self, i: int) -> None:
+        self.assigned[i] = max(0, self.assigned[i] - 1)
+
+    async def acquire(self, i: int, trial_id: str) -> None:
+        ev = self._events()[i]
+        while not ev.is_set() and self.owner[i] != trial_id:
+            await ev.wait()
+        ev.clear()
+        self.owner[i] = trial_id
+
+    async def release(self, i: int, trial_id: str) -> None:
+        if self.owner[i] == trial_id:
+            self.owner[i] = None
+            self._events()[i].set()
+
+    async def release_trial(self, trial_id: str) -> None:
+        """Free whatever a finished or killed trial still holds."""
+        for i, o in enumerate(self.owner):
+            if o == trial_id:
+                await self.release(i, trial_id)

@@ -1,0 +1,105 @@
+"""The driver's Tune callback: every finished trial becomes a results row (written at once, so an interrupted
+sweep loses none), an MLflow child run, and a progress line."""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+from ray.tune import Callback
+
+from raytune_attn import results
+from raytune_attn.sweep.progress import Progress
+
+
+def row_from_result(trial_id: str, cfg: dict, last: dict | None, n_rungs: int, prov: dict, meta: dict,
+                    wall_time_s: float | None = None, error: str | None = None) -> dict:
+    """One results row from a trial's config (as the searcher made it) and its last reported result."""
+    last = dict(last or {})
+    status = str(last.get("status") or ("error" if error or not last else "ok"))
+    reason = str(last.get("reason") or error or ("" if last else "trial ended without a result"))
+    rung = int(last.get("rung") or 0)
+    if status == "ok" and rung < n_rungs:
+        status, reason = "stopped", f"early-stopped after rung {rung} of {n_rungs}"
+    tf = last.get("tflops")
+    ok = status in ("ok", "stopped") and tf is not None and math.isfinite(float(tf)) and float(tf) > 0
+    metrics = {
+        "status": status, "reason": reason, "rung": rung,
+        "tflops": float(tf) if ok else None, "latency_ms": float(last["latency_ms"]) if ok else None,
+        "compile_s": last.get("compile_s"), "bench_s": last.get("bench_s"),
+        "wall_time_s": wall_time_s, "timestamp": time.time(),
+    }
+    if last.get("rel_err") is not None:
+        metrics["rel_err"] = last.get("rel_err")
+    return results.trial_row(cfg["problem"], cfg["config"], metrics, prov, trial_id=trial_id, **meta)
+
+
+_LIVE: dict[str, SweepState] = {}
+
+
+class SweepCallback(Callback):
+    """Tune pickles its callbacks with the experiment; this one only names the live `SweepState` of the driver
+    (registered under the sweep's name), so a restored experiment reports to the new driver's state."""
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def _state(self) -> SweepState:
+        return _LIVE[self.key]
+
+    def on_trial_result(self, iteration, trials, trial, result, **info):
+        self._state().on_result(trial, result)
+
+    def on_trial_complete(self, iteration, trials, trial, **info):
+        self._state().finish(trial)
+
+    def on_trial_error(self, iteration, trials, trial, **info):
+        msg = str(getattr(trial, "error_msg", "") or "see Ray logs")[:300]
+        self._state().finish(trial, error=f"trial raised: {msg}")
+
+
+class SweepState:
+    def __init__(self, *, out_dir: Path, n_rungs: int, provenance: dict, meta: dict, progress: Progress,
+                 tracker=None, handles: dict | None = None, brokers: dict | None = None, t0: float | None = None):
+        self.out_dir = Path(out_dir)
+        self.n_rungs = n_rungs
+        self.provenance = provenance  # accel type -> provenance dict
+        self.meta = meta
+        self.progress = progress
+        self.tracker = tracker
+        self.handles = handles or {}  # search key -> tracking.SearchHandle
+        self.brokers = brokers or {}
+        self.t0 = t0 or time.time()
+        self.rungs: dict[str, list[dict]] = {}
+        self.rows: list[dict] = []
+        self.seen: set[str] = set()
+
+    def register(self, key: str) -> SweepCallback:
+        _LIVE[key] = self
+        return SweepCallback(key)
+
+    def on_result(self, trial, result):
+        if result.get("status") == "ok" and result.get("rung"):
+            self.rungs.setdefault(trial.trial_id, []).append(
+                {"rung": int(result["rung"]), "tflops": result.get("tflops"), "latency_ms": result.get("latency_ms")})
+
+    def finish(self, trial, error: str | None = None):
+        if trial.trial_id in self.seen or "search" not in trial.config:
+            return
+        self.seen.add(trial.trial_id)
+        cfg = trial.config
+        broker = self.brokers.get(cfg["accel"])
+        if broker is not None:
+            broker.release_trial.remote(trial.trial_id)
+        row = row_from_result(trial.trial_id, cfg, trial.last_result, self.n_rungs, self.provenance[cfg["accel"]],
+                              self.meta, wall_time_s=time.time() - self.t0, error=error)
+        results.write_trials([row], self.out_dir / "trials")
+        self.rows.append(row)
+        h = self.handles.get(cfg["search"])
+        if self.tracker is not None and h is not None:
+            try:
+                self.tracker.log_trial(h, row, rung_metrics=self.rungs.get(trial.trial_id) or None)
+            except Exception as e:  # noqa: BLE001 - tracking trouble must not stop the sweep
+                print(f"[tune] warning: MLflow logging failed: {e}", flush=True)
+        self.progress.trial_done(cfg["search"], row["status"], row["tflops"])

@@ -1,0 +1,507 @@
+"""`raytune-attn tune`: the sweep driver (see docs/sweep.md).
+
+    start or join Ray -> find the GPU nodes and their accelerator types -> one BenchActor per GPU, one
+    CompileActor per node, one Broker per type -> one search per (accelerator type, problem) in a single Tune
+    experiment (SweepSearcher + PerSearchScheduler) -> rows, MLflow runs and progress as trials finish -> re-measure
+    the top configs of each search -> trials.parquet, best_configs.json, summary.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+CPU_NOTE = ("NOTE: no GPU in this Ray cluster: the sweep runs the Triton interpreter on the CPU with tiny problems. "
+            "Its timings are NOT representative of any GPU; it exercises the pipeline only.")
+_RESUME_KEEP = ("address", "tracking_uri", "resume", "out", "name", "compile_workers", "num_cpus", "no_mlflow")
+
+
+class SweepUsageError(ValueError):
+    """A user's mistake in the sweep's flags: one line, exit code 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """A user's mistake in a flag: one line and exit code 2, as every other raytune-attn command."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="raytune-attn tune", description=(
+        "Tune the flash-attention kernel with Ray Tune: one search per (accelerator type, problem), trials on "
+        "long-lived GPU actors, early stopping over timing rungs. Without --address it starts a local Ray cluster."))
+    ap.add_argument("--problems", help="problem-set YAML (or a name under pipelines/problems/); default: standard "
+                    "with a GPU, cpu_smoke without")
+    ap.add_argument("--searcher", default="gp", choices=("gp", "random", "grid"))
+    ap.add_argument("--budget", type=int, default=None, help="trials per search (default 40; 6 without a GPU)")
+    ap.add_argument("--out", help="output directory (default ./raytune-results/<name>/)")
+    ap.add_argument("--address", default=None, help="join this Ray cluster ('auto': the running one); default: "
+                    "start a local one")
+    ap.add_argument("--name", help="sweep name (the MLflow experiment); default sweep-<UTC time>")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--resume", action="store_true", help="finish an interrupted sweep (needs --name or --out)")
+    ap.add_argument("--space", help="search-space YAML for every accelerator type (default: "
+                    "search_spaces/<vendor>/<arch>.yaml of each type)")
+    ap.add_argument("--tracking-uri", default=None, help="MLflow tracking URI (default $MLFLOW_TRACKING_URI, else "
+                    "sqlite:///mlflow.db)")
+    ap.add_argument("--no-mlflow", action="store_true", help="do not log to MLflow")
+    ap.add_argument("--compile-workers", type=int, default=None, help="compile processes per node (default: CPUs "
+                    "- 1 with a GPU; 0 = compile in the benchmark actor)")
+    ap.add_argument("--compile-timeout", type=float, default=120.0, help="seconds per compile; over it a config "
+                    "is invalid")
+    ap.add_argument("--no-early-stop", action="store_true", help="run every config through every rung (FIFO)")
+    ap.add_argument("--rungs", default="10,30,60", help="milliseconds of repetitions per timing rung")
+    ap.add_argument("--reduction-factor", type=float, default=2.0, help="ASHA reduction factor")
+    ap.add_argument("--top-k", type=int, default=3, help="configs per search re-measured before naming the winner")
+    ap.add_argument("--final-rep-ms", type=float, default=200.0, help="repetitions (ms) of the final re-measure")
+    ap.add_argument("--trials-per-gpu", type=int, default=3, help="trials in flight per GPU (compiles run ahead)")
+    ap.add_argument("--num-cpus", type=int, default=None, help="CPUs of the embedded local cluster")
+    ap.add_argument("--cpu-actors", type=int, default=1, help="benchmark actors without a GPU (interpreter)")
+    return ap
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    args = build_parser().parse_args(argv)
+    try:
+        args.rungs_ms = [float(x) for x in str(args.rungs).split(",") if x.strip()]
+    except ValueError:
+        raise SweepUsageError(f"--rungs must be comma-separated milliseconds, got {args.rungs!r}") from None
+    if not args.rungs_ms or any(r <= 0 for r in args.rungs_ms):
+        raise SweepUsageError(f"--rungs must be positive milliseconds, got {args.rungs!r}")
+    if args.budget is not None and args.budget < 1:
+        raise SweepUsageError(f"--budget must be >= 1, got {args.budget}")
+    if args.resume and not (args.name or args.out):
+        raise SweepUsageError("--resume needs --name or --out of the sweep to finish")
+    return args
+
+
+# ------------------------------------------------------------------------------------------------ cluster
+
+def discover() -> dict[str, list[dict]]:
+    """Accelerator type -> GPU nodes [{node_id, gpus, typed}] of the running cluster ({} without GPUs)."""
+    import ray
+
+    groups: dict[str, list[dict]] = {}
+    for n in ray.nodes():
+        if not n.get("Alive"):
+            continue
+        res = n.get("Resources", {})
+        gpus = int(res.get("GPU", 0))
+        if gpus <= 0:
+            continue
+        types = sorted(k.split(":", 1)[1] for k in res if k.startswith("accelerator_type:"))
+        accel = types[0] if types else "GPU"
+        groups.setdefault(accel, []).append({"node_id": n["NodeID"], "gpus": gpus, "typed": bool(types)})
+    return groups
+
+
+def _hook_env() -> dict:
+    return {k: v for k, v in os.environ.items() if k.startswith("RAYTUNE_ATTN_") or k == "TRITON_INTERPRET"}
+
+
+def start_actors(groups: dict, args, cpu_mode: bool):
+    """BenchActors (one per GPU), CompileActors (one per node) and a Broker per accelerator type."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from raytune_attn.sweep.actors import BenchActor, Broker, CompileActor
+    from raytune_attn.sweep.trial import broker_name
+
+    env = _hook_env()
+    if cpu_mode:
+        env["TRITON_INTERPRET"] = "1"
+    runtime_env = {"env_vars": env} if env else None
+    actors: dict[str, list] = {}
+    compilers: dict[str, list] = {}
+    workers = args.compile_workers
+    if workers is None:
+        workers = 0 if cpu_mode else max(1, (os.cpu_count() or 2) - 1)
+    node_compiler: dict[str, object] = {}
+    for accel, nodes in groups.items():
+        for node in nodes:
+            strat = NodeAffinitySchedulingStrategy(node["node_id"], soft=False) if node["node_id"] else None
+            if workers > 0 and node["node_id"] not in node_compiler:
+                node_compiler[node["node_id"]] = CompileActor.options(
+                    num_cpus=0, max_concurrency=workers, scheduling_strategy=strat, runtime_env=runtime_env,
+                ).remote(workers, args.compile_timeout)
+            for _ in range(node["gpus"]):
+                opts = {"num_cpus": 0, "num_gpus": 0 if cpu_mode else 1, "runtime_env": runtime_env}
+                if node.get("typed"):
+                    opts["resources"] = {f"accelerator_type:{accel}": 0.001}
+                if strat is not None:
+                    opts["scheduling_strategy"] = strat
+                actors.setdefault(accel, []).append(BenchActor.options(**opts).remote(accel))
+                compilers.setdefault(accel, []).append(node_compiler.get(node["node_id"]))
+    brokers = {accel: Broker.options(name=broker_name(accel), lifetime=None).remote(actors[accel], compilers[accel])
+               for accel in actors}
+    infos = {accel: ray.get([a.info.remote() for a in acts], timeout=600) for accel, acts in actors.items()}
+    return actors, brokers, infos, node_compiler
+
+
+# ------------------------------------------------------------------------------------------------ the sweep
+
+def _space_for(args, info: dict, cpu_mode: bool):
+    from raytune_attn.search.space import load_space
+
+    if args.space:
+        return load_space(args.space)
+    if cpu_mode or info.get("arch") == "interpreter":
+        return load_space("cpu/interpreter")
+    try:
+        return load_space(f"{info['vendor']}/{info['arch']}")
+    except FileNotFoundError:
+        raise SweepUsageError(f"no search space for {info['vendor']} {info['arch']} ({info.get('name')}): "
+                              "pass --space FILE") from None
+
+
+def _dtype_bytes(dtype: str) -> int:
+    return 4 if dtype == "float32" else 2
+
+
+def run(args) -> dict:
+    import ray
+    from ray import tune
+
+    from raytune_attn import artifact, provenance, results
+    from raytune_attn.search import Prefilter, make_searcher
+    from raytune_attn.search.resources import ARCHS
+    from raytune_attn.sweep.callbacks import SweepState, row_from_result
+    from raytune_attn.sweep.problems import load_problems
+    from raytune_attn.sweep.progress import Progress, hms
+    from raytune_attn.sweep.searcher import PerSearchScheduler, Search, SweepSearcher, search_key
+    from raytune_attn.sweep.trial import run_trial
+
+    name = args.name or ("sweep-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S"))
+    out = Path(args.out or Path("raytune-results") / name).resolve()
+    saved = out / "sweep.json"
+    if args.resume:
+        if not saved.exists():
+            raise SweepUsageError(f"--resume: {saved} does not exist (no sweep to finish there)")
+        old = json.loads(saved.read_text())
+        for k, v in old["args"].items():
+            if k not in _RESUME_KEEP:
+                setattr(args, k, v)
+        name = old["name"]
+    elif (out / "ray" / name).exists():
+        raise SweepUsageError(f"{out} already holds sweep {name!r}: pass --resume to finish it, or another --name")
+    out.mkdir(parents=True, exist_ok=True)
+    if not args.resume:
+        saved.write_text(json.dumps({"name": name, "args": {k: v for k, v in vars(args).items()}}, indent=1,
+                                    default=str))
+    namespace = f"raytune-attn-{name}"
+    t0 = time.time()
+
+    if args.address:
+        ray.init(address=args.address, namespace=namespace, log_to_driver=False)
+    else:
+        ray.init(address="local", num_cpus=args.num_cpus, namespace=namespace, include_dashboard=False,
+                 log_to_driver=False)  # "local": a new cluster even when RAY_ADDRESS is set
+    actors = {}
+    try:
+        groups = discover()
+        cpu_mode = not groups
+        if cpu_mode:
+            print(CPU_NOTE, flush=True)
+            groups = {"CPU": [{"node_id": ray.get_runtime_context().get_node_id(), "gpus": args.cpu_actors,
+                               "typed": False}]}
+        actors, brokers, infos, compilers = start_actors(groups, args, cpu_mode)
+        for accel, inf in infos.items():
+            i = inf[0]
+            print(f"[tune] {accel}: {len(inf)} benchmark actor(s), {i['vendor']} {i['arch']} {i['name']}", flush=True)
+        problems = load_problems(args.problems or ("cpu_smoke" if cpu_mode else "standard"))
+        budget = args.budget or (6 if cpu_mode else 40)
+        prov = {accel: provenance.collect(inf[0]) for accel, inf in infos.items()}
+        rungs_ms = list(args.rungs_ms)
+        spec = {"namespace": namespace, "rungs_ms": rungs_ms}
+        searches = []
+        for accel, inf in infos.items():
+            space = _space_for(args, inf[0], cpu_mode)
+            for p in problems:
+                arch = space.arch if space.arch in ARCHS else inf[0]["arch"]
+                pre = Prefilter.for_arch(arch, head_dim=p.head_dim, dtype_bytes=_dtype_bytes(p.dtype)) \
+                    if arch in ARCHS else None
+                s = make_searcher(args.searcher, space, seed=args.seed, prefilter=pre)
+                searches.append(Search(search_key(accel, p.key), accel, p.to_dict(), s,
+                                       budget=min(budget, len(s.candidates)),
+                                       max_concurrent=len(actors[accel]) * args.trials_per_gpu))
+        by_key = {s.key: s for s in searches}
+        concurrency = sum(len(a) for a in actors.values()) * args.trials_per_gpu
+
+        tracker, handles = None, {}
+        if not args.no_mlflow:
+            from raytune_attn.tracking import SweepTracker
+
+            tracker = SweepTracker(name, tracking_uri=args.tracking_uri)
+            settings = {"searcher": args.searcher, "seed": args.seed, "budget": budget, "rungs_ms": args.rungs,
+                        "early_stop": not args.no_early_stop, "space": args.space or "auto"}
+            for s in searches:
+                handles[s.key] = tracker.start_search(s.accel, _problem(s.problem), prov[s.accel],
+                                                      settings)
+        # Baselines (PyTorch SDPA on the GPU, dense problems): once per search, spread over the type's actors.
+        base_rows = _baselines(actors, searches, prov, name, resume=args.resume, out=out)
+
+        done_before = {}
+        if args.resume and (out / "trials").exists():
+            old = results.read_trials(out / "trials")
+            old = old[old["kind"] == "trial"]
+            for (accel, key), g in old.groupby(["accelerator_type", "problem_key"]):
+                done_before[search_key(str(accel), key)] = g["trial_id"].nunique()
+        progress = Progress({s.key: s.budget for s in searches}, done=done_before)
+        meta = {"sweep_id": name, "sweep_name": name, "searcher": args.searcher, "seed": args.seed}
+        state = SweepState(out_dir=out, n_rungs=len(rungs_ms), provenance=prov, meta=meta, progress=progress,
+                           tracker=tracker, handles=handles, brokers=brokers, t0=t0)
+        callback = state.register(name)
+
+        trainable = tune.with_resources(run_trial, {"cpu": 0.01})
+        storage = out / "ray"
+        t_fit = time.time()
+        if args.resume and tune.Tuner.can_restore(str(storage / name)):
+            print(f"[tune] resuming {storage / name}", flush=True)
+            tuner = tune.Tuner.restore(str(storage / name), trainable=trainable, resume_unfinished=True,
+                                       resume_errored=False)
+        else:
+            searcher = SweepSearcher(searches, spec)
+            scheduler = (tune.schedulers.FIFOScheduler() if args.no_early_stop else
+                         PerSearchScheduler(max_t=len(rungs_ms), reduction_factor=args.reduction_factor))
+            tuner = tune.Tuner(
+                trainable,
+                tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, metric="tflops", mode="max",
+                                            num_samples=searcher.total_budget, max_concurrent_trials=concurrency,
+                                            reuse_actors=True),
+                run_config=tune.RunConfig(name=name, storage_path=str(storage), callbacks=[callback], verbose=0,
+                                          failure_config=tune.FailureConfig(max_failures=0)),
+            )
+        grid = tuner.fit()
+        fit_wall = time.time() - t_fit
+
+        # Rows: those written as trials finished, plus any finished trial whose row an interruption lost.
+        rows = results.read_trials(out / "trials").to_dict("records") if (out / "trials").exists() else []
+        have = {r["trial_id"] for r in rows}
+        for res in grid:
+            tid = (res.metrics or {}).get("trial_id")
+            cfg = res.config or {}
+            if tid and tid not in have and "search" in cfg and res.metrics:
+                rows.append(row_from_result(tid, cfg, res.metrics, len(rungs_ms), prov[cfg["accel"]], meta))
+        dedup = {}
+        for r in rows:
+            dedup[r["trial_id"]] = r
+        rows = list(dedup.values())
+
+        # Final re-measure of each search's top-k configs with more repetitions; the winner comes from these.
+        final_rows = _remeasure(actors, by_key, rows, prov, meta, args)
+        all_rows = rows + final_rows + base_rows
+        trials_path = results.write_file(all_rows, out / "trials.parquet")
+        df = results.read_trials(trials_path)
+        art = _artifact(df, artifact)
+        art_path = artifact.write(art, out / "best_configs.json")
+        stats = {accel: ray.get([a.stats.remote() for a in acts]) for accel, acts in actors.items()}
+        summary = _summary(name, out, df, searches, stats, fit_wall, time.time() - t0, cpu_mode, args, hms)
+        summary["actor_info"] = infos
+        (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
+        if tracker is not None:
+            for s in searches:
+                _finish_tracking(tracker, handles[s.key], s, df, art_path, results)
+        print(format_summary(summary), flush=True)
+        print(f"[tune] wrote {out / 'trials.parquet'}, {art_path}, {out / 'summary.json'}", flush=True)
+        if cpu_mode:
+            print(CPU_NOTE, flush=True)
+        expected = sum(s.budget for s in searches)
+        if summary["trials"] < expected:
+            summary["incomplete"] = True
+            print(f"[tune] sweep incomplete: {summary['trials']} of {expected} trials finished (interrupted?); "
+                  f"finish it with: raytune-attn tune --resume --out {out}", flush=True)
+        return summary
+    finally:
+        for c in (locals().get("compilers") or {}).values():
+            try:
+                ray.get(c.close.remote(), timeout=30)
+            except Exception:  # noqa: BLE001 - best effort at shutdown
+                pass
+        if not args.address:
+            ray.shutdown()
+
+
+def _problem(d: dict):
+    from raytune_attn.problem import Problem
+
+    return Problem.from_dict(d)
+
+
+def _baselines(actors, searches, prov, name, *, resume: bool, out: Path) -> list[dict]:
+    import ray
+
+    from raytune_attn import results
+
+    if resume and (out / "trials.parquet").exists():
+        df = results.read_trials(out / "trials.parquet")
+        return df[df["kind"] == "baseline"].to_dict("records")
+    futures = []
+    counters: dict[str, int] = {}
+    for s in searches:
+        acts = actors[s.accel]
+        i = counters.get(s.accel, 0)
+        counters[s.accel] = i + 1
+        futures.append((s, acts[i % len(acts)].baselines.remote(s.problem)))
+    rows = []
+    for s, f in futures:
+        try:
+            got = ray.get(f)
+        except Exception as e:  # noqa: BLE001 - a baseline that fails is reported, the sweep goes on
+            print(f"[tune] warning: baselines of {s.key} failed: {e}", flush=True)
+            continue
+        for impl, m in got.items():
+            rows.append(results.baseline_row(s.problem, impl, m, prov[s.accel], sweep_id=name, sweep_name=name))
+    return rows
+
+
+def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
+    import ray
+
+    from raytune_attn import results
+
+    n_rungs = len(args.rungs_ms)
+    jobs = []
+    for _key, s in by_key.items():
+        mine = [r for r in rows if r["kind"] == "trial" and r["status"] == "ok" and r.get("tflops")
+                and _problem(s.problem).key == r["problem_key"]
+                and str(r["accelerator_type"]) == s.accel]
+        mine.sort(key=lambda r: -float(r["tflops"]))
+        acts = actors[s.accel]
+        for j, r in enumerate(mine[: args.top_k]):
+            cfg = results.row_config(r)
+            jobs.append((s, r, cfg, acts[j % len(acts)].run.remote(s.problem, cfg, n_rungs + 1, args.final_rep_ms,
+                                                                   True)))
+    out = []
+    for s, r, cfg, f in jobs:
+        try:
+            m = ray.get(f)
+        except Exception as e:  # noqa: BLE001 - the actor died: the config keeps its rung results
+            m = {"status": "error", "reason": f"final re-measure failed: {type(e).__name__}"}
+        if m.get("status") != "ok":
+            continue
+        out.append(results.trial_row(s.problem, cfg, {
+            "status": "ok", "reason": "final re-measure", "rung": n_rungs + 1, "tflops": m["tflops"],
+            "latency_ms": m["latency_ms"], "bench_s": m.get("bench_s"), "compile_s": r.get("compile_s"),
+            "timestamp": time.time(), "final_of": r["trial_id"]}, prov[s.accel],
+            trial_id=f"{r['trial_id']}-final", **meta))
+    return out
+
+
+def _artifact(df, artifact):
+    """Winners from the final re-measure where a search has one; n_trials counts the search's real trials."""
+    import pandas as pd
+
+    final = df["trial_id"].astype(str).str.endswith("-final")
+    parts = []
+    for (_, _), g in df[df["kind"] == "trial"].groupby(["accelerator_type", "problem_key"]):
+        f = g[g["trial_id"].astype(str).str.endswith("-final")]
+        parts.append(f if len(f) else g)
+    pick = pd.concat(parts + [df[df["kind"] == "baseline"]]) if parts else df
+    art = artifact.build(pick)
+    counts = df[(df["kind"] == "trial") & ~final].groupby(["accelerator_type", "problem_key"]).size()
+    for e in art["entries"]:
+        e["n_trials"] = int(counts.get((e["accelerator_type"], e["problem_key"]), e["n_trials"]))
+    art.pop("checksum", None)
+    art["checksum"] = artifact.checksum(art)
+    return art
+
+
+def _summary(name, out, df, searches, stats, fit_wall, wall, cpu_mode, args, hms) -> dict:
+    from raytune_attn import results
+
+    trials = df[(df["kind"] == "trial") & ~df["trial_id"].astype(str).str.endswith("-final")]
+    per = []
+    for s in searches:
+        pk = _problem(s.problem).key
+        g = trials[(trials["accelerator_type"] == s.accel) & (trials["problem_key"] == pk)]
+        fin = df[(df["kind"] == "trial") & (df["accelerator_type"] == s.accel) & (df["problem_key"] == pk)
+                 & df["trial_id"].astype(str).str.endswith("-final")]
+        pool = fin if len(fin) else g[g["status"] == "ok"]
+        best = pool.loc[pool["tflops"].idxmax()] if len(pool) and pool["tflops"].notna().any() else None
+        base = df[(df["kind"] == "baseline") & (df["accelerator_type"] == s.accel) & (df["problem_key"] == pk)]
+        per.append({
+            "search": s.key, "accelerator_type": s.accel, "problem_key": pk, "trials": int(len(g)),
+            **{st: int((g["status"] == st).sum()) for st in ("ok", "stopped", "invalid", "error")},
+            "best_tflops": None if best is None else float(best["tflops"]),
+            "best_latency_ms": None if best is None else float(best["latency_ms"]),
+            "best_config": None if best is None else results.row_config(best.to_dict()),
+            "baselines": {r["impl"]: float(r["tflops"]) for r in base.to_dict("records") if r["tflops"] == r["tflops"]},
+            "compile_s_sum": float(g["compile_s"].fillna(0).sum()),
+            "bench_s_sum": float(g["bench_s"].fillna(0).sum()),
+        })
+    n_act = sum(len(v) for v in stats.values())
+    busy = sum(x["busy_s"] for v in stats.values() for x in v)
+    cwait = sum(x["compile_wait_s"] for v in stats.values() for x in v)
+    n_trials = max(1, int(len(trials)))
+    gpu_time = fit_wall * max(1, n_act)
+    return {
+        "name": name, "out": str(out), "cpu_mode": cpu_mode,
+        "timings_representative": not cpu_mode,
+        "searcher": args.searcher, "budget_per_search": max((s.budget for s in searches), default=0),
+        "early_stop": not args.no_early_stop, "rungs_ms": args.rungs_ms,
+        "wall_s": wall, "tune_wall_s": fit_wall, "wall": hms(wall), "benchmark_actors": n_act,
+        "trials": int(len(trials)), "gpu_busy_s": busy, "gpu_busy_fraction": busy / gpu_time if gpu_time else None,
+        "compile_wait_s": cwait, "overhead_per_trial_s": max(0.0, gpu_time - busy - cwait) / n_trials,
+        "bench_s_sum": float(trials["bench_s"].fillna(0).sum()),
+        "actors": stats, "searches": per,
+    }
+
+
+def _finish_tracking(tracker, handle, s, df, art_path, results):
+    pk = _problem(s.problem).key
+    g = df[(df["accelerator_type"] == s.accel) & (df["problem_key"] == pk)]
+    t = g[(g["kind"] == "trial") & (g["status"] == "ok")]
+    fin = t[t["trial_id"].astype(str).str.endswith("-final")]
+    pool = fin if len(fin) else t
+    best = None
+    if len(pool) and pool["tflops"].notna().any():
+        b = pool.loc[pool["tflops"].idxmax()]
+        best = {"config": results.row_config(b.to_dict()), "tflops": float(b["tflops"]),
+                "latency_ms": float(b["latency_ms"]), "trial_id": str(b["trial_id"])}
+    base = {r["impl"]: r["tflops"] for r in g[g["kind"] == "baseline"].to_dict("records")}
+    try:
+        tracker.finish_search(handle, best, base, g, art_path)
+    except Exception as e:  # noqa: BLE001 - tracking trouble must not lose the sweep's files
+        print(f"[tune] warning: MLflow finish failed for {s.key}: {e}", flush=True)
+
+
+def format_summary(summary: dict) -> str:
+    lines = [f"sweep {summary['name']}: {summary['trials']} trials in {summary['wall']} "
+             f"(tune {summary['tune_wall_s']:.1f} s) on {summary['benchmark_actors']} benchmark actor(s); "
+             f"GPU busy fraction {summary['gpu_busy_fraction']:.2f}; overhead per trial "
+             f"{summary['overhead_per_trial_s']:.3f} s; early stopping {'on' if summary['early_stop'] else 'off'}"]
+    for s in summary["searches"]:
+        best = "no valid config" if s["best_tflops"] is None else \
+            f"best {s['best_tflops']:.4g} TFLOP/s ({s['best_latency_ms']:.4g} ms) {json.dumps(s['best_config'])}"
+        base = ", ".join(f"{k} {v:.4g}" for k, v in s["baselines"].items()) or "none"
+        lines.append(f"  {s['search']}: {s['trials']} trials (ok {s['ok']}, stopped {s['stopped']}, invalid "
+                     f"{s['invalid']}, error {s['error']}); {best}; baselines: {base}")
+    if not summary["timings_representative"]:
+        lines.append("  (Triton interpreter on CPU: timings are not representative)")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`raytune-attn tune ARGS` (also `python -m raytune_attn.sweep ARGS`, `pipelines/sweep.py`)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = parse_args(argv)
+        summary = run(args)
+        if summary.get("incomplete"):
+            return 3
+    except SystemExit as e:  # argparse: --help (0) or a bad flag (2), already printed
+        return int(e.code or 0)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"raytune-attn tune: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("raytune-attn tune: interrupted; finish it with --resume", file=sys.stderr)
+        return 130
+    return 0
+

@@ -1,0 +1,105 @@
+"""Problem-set files (`pipelines/problems/*.yaml`): the attention workloads a sweep tunes, one search each.
+
+Format (schema_version 1)::
+
+    schema_version: 1
+    name: llama3_8b_prefill
+    description: free text
+    defaults: {hq: 32, hkv: 8, head_dim: 128, causal: true, dtype: bfloat16, varlen: true}
+    problems:
+      - {batch: 1, seqlen: 4096}          # seqlen: shorthand for seqlen_q == seqlen_k
+      - {batch: 4, seqlen_q: 128, seqlen_k: 4096, varlen: false}
+      - key: dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16
+
+Each entry is merged over `defaults` and becomes a `raytune_attn.problem.Problem`. Errors name the file and the
+entry (`pipelines/problems/x.yaml: problems[3]: ...`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from raytune_attn.problem import Problem
+
+SCHEMA_VERSION = 1
+PROBLEMS_DIR = Path(__file__).resolve().parents[2] / "pipelines" / "problems"
+_TOP_KEYS = {"schema_version", "name", "description", "defaults", "problems"}
+
+
+class ProblemSetError(ValueError):
+    """A problem-set file that is not valid; the message names the file and the entry."""
+
+
+def resolve_path(path: str | Path) -> Path:
+    """`path` as given, else a name under pipelines/problems/ (e.g. "standard" or "standard.yaml")."""
+    p = Path(path)
+    if p.exists():
+        return p
+    name = str(path) if str(path).endswith((".yaml", ".yml")) else f"{path}.yaml"
+    alt = PROBLEMS_DIR / name
+    if alt.exists():
+        return alt
+    raise FileNotFoundError(f"no problem-set file {path} (nor {alt})")
+
+
+def load_problems(path: str | Path) -> list[Problem]:
+    """Load and validate a problem-set file; raise ProblemSetError naming the file and the bad entry."""
+    p = resolve_path(path)
+    src = str(path)
+    try:
+        doc = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as e:
+        raise ProblemSetError(f"{src}: not valid YAML: {e}") from None
+    return parse_problems(doc, source=src)
+
+
+def parse_problems(doc, *, source: str = "<memory>") -> list[Problem]:
+    if not isinstance(doc, dict):
+        raise ProblemSetError(f"{source}: must be a mapping with schema_version and problems")
+    unknown = sorted(set(doc) - _TOP_KEYS)
+    if unknown:
+        raise ProblemSetError(f"{source}: {unknown[0]}: unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
+    if doc.get("schema_version") != SCHEMA_VERSION:
+        raise ProblemSetError(f"{source}: schema_version: is {doc.get('schema_version')!r}; "
+                              f"this loader reads {SCHEMA_VERSION}")
+    defaults = doc.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise ProblemSetError(f"{source}: defaults: must be a mapping of problem fields")
+    entries = doc.get("problems")
+    if not isinstance(entries, list) or not entries:
+        raise ProblemSetError(f"{source}: problems: must be a non-empty list")
+    out: list[Problem] = []
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        where = f"{source}: problems[{i}]"
+        try:
+            prob = _entry(entry, defaults)
+        except (TypeError, ValueError) as e:
+            raise ProblemSetError(f"{where}: {e}") from None
+        if prob.key in seen:
+            raise ProblemSetError(f"{where}: {prob.key} repeats problems[{seen[prob.key]}]")
+        seen[prob.key] = i
+        out.append(prob)
+    return out
+
+
+def _entry(entry, defaults: dict) -> Problem:
+    if isinstance(entry, str):
+        return Problem.from_key(entry)
+    if not isinstance(entry, dict):
+        raise ValueError(f"must be a mapping of problem fields or a problem key, got {entry!r}")
+    if "key" in entry:
+        if len(entry) != 1:
+            raise ValueError("an entry with `key` may have no other field")
+        return Problem.from_key(str(entry["key"]))
+    d = {**defaults, **entry}
+    if "seqlen" in d:
+        s = d.pop("seqlen")
+        if "seqlen" in entry and ("seqlen_q" in entry or "seqlen_k" in entry):
+            raise ValueError("give either seqlen or seqlen_q/seqlen_k, not both")
+        for name in ("seqlen_q", "seqlen_k"):
+            if name not in entry:
+                d[name] = s
+    return Problem.from_dict(d)

@@ -1,0 +1,76 @@
+"""The Tune trainable: a light function trial (a sliver of a CPU) that feeds one config to the GPU actors.
+
+    compile ahead on the node of the benchmark actor it was assigned (CompileActor: time limit, node-local cache)
+    -> lease that actor (exclusive: the trial now holds one GPU) -> rung 1: load the binary, check the output
+    against the reference, time -> release -> report -> rung 2 ... (each rung re-leases the actor)
+
+Each `tune.report` carries `tflops`, `latency_ms`, `rung`, `status`, `reason`, `compile_s` and `bench_s`, so an
+ASHA scheduler over `rung` can stop a poor config after a cheap rung. An invalid config (compile error, over the
+compile time limit, OutOfResources, wrong or NaN output) reports `status: invalid`, `tflops: 0` and ends; a config
+that kills its benchmark actor reports `status: error` and ends, and Ray restarts the actor for the next trial.
+No torch or triton is imported here: the trial process stays small and starts fast.
+"""
+
+from __future__ import annotations
+
+import time
+
+import ray
+from ray import tune
+
+_HANDLES: dict = {}
+
+
+def broker_name(accel_type: str) -> str:
+    return f"broker-{accel_type}"
+
+
+def _broker(namespace: str, accel: str):
+    key = (namespace, accel)
+    if key not in _HANDLES:
+        _HANDLES[key] = ray.get_actor(broker_name(accel), namespace=namespace)
+    return _HANDLES[key]
+
+
+def run_trial(config: dict) -> None:
+    spec = config["sweep"]
+    accel, problem, cfg = config["accel"], config["problem"], config["config"]
+    rungs_ms = list(spec["rungs_ms"])
+    trial_id = tune.get_context().get_trial_id()
+    broker = _broker(spec["namespace"], accel)
+    t_start = time.time()
+    base = {"search": config["search"], "accelerator_type": accel, "tflops": 0.0, "latency_ms": float("nan"),
+            "rung": 0, "status": "ok", "reason": "", "compile_s": 0.0, "bench_s": 0.0, "compile_ahead_s": 0.0}
+
+    def finish(status: str, reason: str, **kw) -> None:
+        tune.report({**base, **kw, "status": status, "reason": reason, "trial_wall_s": time.time() - t_start})
+
+    idx, actor, compiler = ray.get(broker.assign.remote())
+    try:
+        if compiler is not None:
+            res = ray.get(compiler.compile.remote(problem, cfg))
+            base["compile_ahead_s"] = base["compile_s"] = float(res["compile_s"])
+            if res["status"] != "ok":
+                return finish("invalid" if res["status"] == "invalid" else "error", res["reason"])
+        bench_s = 0.0
+        for rung, rep_ms in enumerate(rungs_ms, start=1):
+            ray.get(broker.acquire.remote(idx, trial_id))
+            try:
+                out = ray.get(actor.run.remote(problem, cfg, rung, float(rep_ms), rung == 1))
+            except ray.exceptions.RayActorError as e:
+                return finish("error", f"benchmark worker died running this config ({type(e).__name__})",
+                              rung=rung - 1)
+            finally:
+                ray.get(broker.release.remote(idx, trial_id))
+            if rung == 1:
+                base["compile_s"] += float(out.get("compile_s", 0.0))
+            bench_s += float(out.get("bench_s", 0.0))
+            if out["status"] != "ok":
+                return finish(out["status"], out["reason"], rung=rung - 1, bench_s=bench_s)
+            tune.report({**base, "tflops": float(out["tflops"]), "latency_ms": float(out["latency_ms"]),
+                         "rung": rung, "bench_s": bench_s, "rel_err": out.get("rel_err", base.get("rel_err")),
+                         "trial_wall_s": time.time() - t_start})
+            if rung == 1:
+                base["rel_err"] = out.get("rel_err")
+    finally:
+        broker.unassign.remote(idx)

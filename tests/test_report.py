@@ -1,0 +1,114 @@
+"""`raytune-attn report`: tables per problem in the terminal and PNG plots beside the results."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from raytune_attn import report, results
+from raytune_attn.problem import Problem
+
+P1 = Problem(2, 4, 2, 256, 256, 64, True, "float16")
+P2 = Problem(1, 8, 8, 512, 512, 128, False, "bfloat16")
+
+
+def prov(accel):
+    return {"gpu": f"NVIDIA {accel}", "vendor": "nvidia", "arch": "sm90", "accelerator_type": accel}
+
+
+def make_rows():
+    rows = []
+    for problem, accel, scale in ((P1, "H100", 1.0), (P2, "H100", 2.0), (P1, "MI300X", 1.5)):
+        for searcher, bonus in (("gp", 10.0), ("random", 0.0)):
+            for i in range(6):
+                ok = i != 2
+                rows.append(results.trial_row(
+                    problem, {"BLOCK_M": 64 * (1 + i % 2), "BLOCK_N": 32 * (1 + i % 3), "num_warps": 4,
+                              "num_stages": 2, "PRE_LOAD_V": bool(i % 2)},
+                    {"status": "ok" if ok else "invalid", "reason": None if ok else "smem",
+                     "tflops": scale * (100.0 + 3 * i + bonus) if ok else None,
+                     "latency_ms": 1.0 / (i + 1) if ok else None, "wall_time_s": 10.0 * (i + 1),
+                     "timestamp": 1_700_000_000 + i},
+                    prov(accel), sweep_id="s", trial_id=f"{searcher}-{i}", searcher=searcher, seed=0))
+        rows.append(results.baseline_row(problem, "sdpa_flash", {"tflops": scale * 100.0, "latency_ms": 1.0},
+                                         prov(accel), sweep_id="s"))
+        rows.append(results.baseline_row(problem, "sdpa_efficient", {"tflops": scale * 80.0, "latency_ms": 1.2},
+                                         prov(accel), sweep_id="s"))
+        rows.append(results.baseline_row(problem, "sdpa_cudnn", {"status": "error", "reason": "unsupported"},
+                                         prov(accel), sweep_id="s"))
+    return rows
+
+
+@pytest.fixture
+def trials_file(tmp_path):
+    path = tmp_path / "sweep" / "trials.parquet"
+    results.write_file(make_rows(), path)
+    return path
+
+
+def test_summarize_best_config_baselines_speedup(trials_file):
+    s = {(x.accelerator_type, x.problem_key): x for x in report.summarize(results.read_trials(trials_file))}
+    assert len(s) == 3
+    a = s[("H100", P1.key)]
+    assert a.best_tflops == pytest.approx(125.0)  # gp, i=5: 100 + 15 + 10
+    assert a.best_searcher == "gp" and a.best_config["BLOCK_M"] == 128 and a.best_config["PRE_LOAD_V"] is True
+    assert a.best_baseline_impl == "sdpa_flash" and a.best_baseline_tflops == 100.0
+    assert a.speedup == pytest.approx(1.25)
+    assert a.n_trials == 12 and a.status_counts == {"ok": 10, "invalid": 2}
+    assert a.search_s == 60.0
+    assert a.searchers["random"]["best_tflops"] == pytest.approx(115.0)
+    assert a.baselines["sdpa_cudnn"] != a.baselines["sdpa_cudnn"]  # failed baseline: NaN, not the best
+    assert s[("MI300X", P1.key)].speedup == pytest.approx(1.25)
+    d = a.to_dict()
+    assert d["baselines"]["sdpa_cudnn"] is None and json.dumps(d)
+
+
+def test_report_text_and_plots_beside_results(trials_file):
+    r = report.report(trials_file)
+    assert f"{P1.key}  [H100]" in r.text and f"{P2.key}  [H100]" in r.text and "[MI300X]" in r.text
+    assert "tuned (gp)" in r.text and "tuned (random)" in r.text and "sdpa_flash" in r.text
+    assert "1.25x" in r.text and "failed" in r.text and "Summary" in r.text
+    assert "BLOCK_M=128" in r.text
+    names = sorted(p.name for p in r.plots)
+    assert names == ["trials_convergence.png", "trials_vs_baselines.png"]
+    for p in r.plots:
+        assert p.parent == trials_file.parent
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+
+
+def test_report_dataset_dir_filters_and_formats(tmp_path):
+    out = tmp_path / "trials"
+    results.write_trials(make_rows(), out)  # hive-partitioned dataset directory
+    r = report.report(out, accelerator_type="MI300X", fmt="json", plots_dir=tmp_path / "plots")
+    data = json.loads(r.text)
+    assert [d["accelerator_type"] for d in data] == ["MI300X"]
+    assert {p.name for p in r.plots} == {"trials_vs_baselines.png", "trials_convergence.png"}
+    assert all(p.parent == tmp_path / "plots" for p in r.plots)
+    md = report.report(out, problem="d128", fmt="markdown", plots=False)
+    assert md.plots == [] and md.text.count(P2.key) == 1 and md.text.startswith("| accelerator |")
+    with pytest.raises(ValueError, match="no result rows matching"):
+        report.report(out, problem="nope", plots=False)
+    with pytest.raises(ValueError, match="--format"):
+        report.report(out, fmt="html")
+
+
+def test_report_cli(trials_file, tmp_path, capsys):
+    from raytune_attn import cli
+
+    cmd = [sys.executable, "-m", "raytune_attn", "report", str(trials_file)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "Summary" in p.stdout and "wrote" in p.stdout
+    assert (trials_file.parent / "trials_vs_baselines.png").exists()
+    # A user's mistakes (same entry point, in-process): one line naming the file, exit 2.
+    assert cli.main(["report", str(tmp_path / "missing.parquet")]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "missing.parquet" in err and "Traceback" not in err
+    notpq = tmp_path / "x.parquet"
+    notpq.write_text("hello")
+    assert cli.main(["report", str(notpq), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "x.parquet" in err
+    assert cli.main(["report", str(trials_file), "--format", "markdown", "--no-plots"]) == 0
+    assert capsys.readouterr().out.startswith("| accelerator |")

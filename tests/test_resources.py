@@ -1,0 +1,126 @@
+"""The resource pre-filter: its lower bound, what it rejects per architecture, and its accuracy report."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from raytune_attn.search.resources import (
+    ARCHS,
+    Prefilter,
+    block_d,
+    estimate_registers,
+    prefilter_report,
+    smem_lower_bound,
+)  # fmt: skip
+from raytune_attn.search.space import load_space
+
+
+def cfg(bm=128, bn=64, w=4, st=2):
+    return {"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st}
+
+
+def test_block_d():
+    assert [block_d(d) for d in (8, 16, 64, 80, 128, 256)] == [16, 16, 64, 128, 128, 256]
+
+
+def test_lower_bound_counts_pipeline_buffers():
+    sm90, sm80 = ARCHS["sm90"], ARCHS["sm80"]
+    # 3 buffers of K and V, each 128 x 128 x 2 bytes
+    q = 128 * 128 * 2  # Hopper stages the Q tile in shared memory too
+    assert smem_lower_bound(cfg(bn=128, st=4), sm90, head_dim=128) == 3 * 2 * 128 * 128 * 2 + q
+    assert smem_lower_bound(cfg(bn=64, st=1), sm90, head_dim=128) == 64 * 128 * 2 + q  # wgmma's B in smem
+    assert smem_lower_bound(cfg(bn=64, st=1), sm80, head_dim=128) == 0
+    assert smem_lower_bound(cfg(bn=64, st=2), sm80, head_dim=64, dtype_bytes=4) == 2 * 64 * 64 * 4
+
+
+def test_rejects_only_clearly_oversized_configs():
+    h100 = Prefilter.for_arch("sm90", head_dim=128)
+    assert not h100.accepts(cfg(bm=256, bn=256, st=4))
+    assert "232448" in h100.reason(cfg(bm=256, bn=256, st=4))
+    assert h100.accepts(cfg(bm=64, bn=128, st=4))  # 192 KB of K/V buffers + 16 KB of Q: may fit 227 KB
+    assert not h100.accepts(cfg(bm=256, bn=128, st=4))  # + 64 KB of Q: cannot
+    assert h100.accepts(cfg(bm=256, bn=256, st=1))
+    a100 = Prefilter.for_arch("sm80", head_dim=128)
+    assert not a100.accepts(cfg(bm=128, bn=128, st=4))  # 192 KB > 163 KB
+    assert Prefilter.for_arch("sm90", head_dim=64).accepts(cfg(bm=128, bn=128, st=4))
+
+
+def test_amd_and_interpreter_reject_nothing():
+    for arch, name in (("gfx942", "amd/gfx942"), ("gfx90a", "amd/gfx90a"), ("interpreter", "cpu/interpreter")):
+        pf = Prefilter.for_arch(arch, head_dim=256)
+        assert all(pf.accepts(c) for c in load_space(name).configs())
+
+
+def test_study_space_rejections_on_h100():
+    pf = Prefilter.for_arch("sm90", head_dim=128)
+    study = [c for c in load_space("nvidia/sm80").configs() if c["SPLIT_MASK"]]
+    rejected = [c for c in study if not pf.accepts(c)]
+    assert len(study) == 450 and len(rejected) == 66
+    assert all(c["num_stages"] >= 4 and c["BLOCK_N"] >= 64 for c in rejected)
+
+
+def test_unknown_arch():
+    with pytest.raises(ValueError, match="unknown arch"):
+        Prefilter.for_arch("sm70")
+
+
+def test_registers_estimate():
+    # 128 x (128 + 64) fp32 values over 4 warps of 32 threads
+    assert estimate_registers(cfg(bm=128, bn=64, w=4), head_dim=128) == 128 * 192 // 128
+
+
+def _compile_table(limit: int, head_dim: int = 128) -> pd.DataFrame:
+    """Outcomes of a compiler whose real need is the K/V buffers plus the Q tile plus 1 KB of scratch."""
+    rows = []
+    for bm, bn, w, st in itertools.product([16, 32, 64, 128, 256], [16, 32, 64, 128, 256], [2, 4, 8], [1, 2, 4, 6, 8]):
+        if bm < bn:
+            continue
+        need = (max(st - 1, 1) * 2 * bn + bm) * head_dim * 2 + 1024
+        ok = need <= limit
+        err = "" if ok else f"out of resource: shared memory, Required: {need}, Hardware limit: {limit}."
+        rows.append({"BLOCK_M": bm, "BLOCK_N": bn, "num_warps": w, "num_stages": st,
+                     "status": "ok" if ok else "compile_error", "error": err})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_report_against_a_compile_table():
+    pf = Prefilter.for_arch("sm90", head_dim=128)
+    table = _compile_table(232448)
+    rep = prefilter_report(table, pf)
+    assert rep["false_rejects"] == [] and rep["bound_above_required"] == []
+    assert rep["failed"] == rep["failed_smem"] > 0
+    assert 0 < rep["caught"] <= rep["failed_smem"]
+    assert rep["caught"] + len(rep["missed"]) == rep["failed_smem"]
+    assert rep["rejected"] == rep["caught"]
+
+
+def test_report_flags_a_false_reject():
+    pf = Prefilter.for_arch("sm90", head_dim=128)
+    table = _compile_table(232448)
+    big = (table.BLOCK_N == 256) & (table.num_stages == 8)
+    table.loc[big, "status"] = "ok"  # pretend these compiled: the filter rejected them wrongly
+    rep = prefilter_report(table, pf)
+    assert len(rep["false_rejects"]) == int(big.sum()) > 0
+
+
+def test_report_needs_status():
+    with pytest.raises(ValueError, match="status"):
+        prefilter_report(pd.DataFrame({"BLOCK_M": [16]}), Prefilter.for_arch("sm90"))
+
+
+RECORDED = sorted((Path(__file__).parent / "data").glob("landscape_h100_*.parquet"))
+
+
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_never_rejects_a_config_that_compiled_on_h100(path):
+    """Against every study config really compiled on an H100: no false reject, the bound under the real usage."""
+    table = pd.read_parquet(path)
+    head_dim = int(table["head_dim"].iloc[0]) if "head_dim" in table.columns else 128
+    rep = prefilter_report(table, Prefilter.for_arch("sm90", head_dim=head_dim))
+    assert rep["false_rejects"] == []
+    assert rep["bound_above_required"] == []
+    assert rep["caught"] > 0 and rep["caught"] / max(rep["failed_smem"], 1) >= 0.5

@@ -1,0 +1,181 @@
+"""Searchers through the Ray Tune Searcher interface: feasibility, concurrency, failures, save/restore,
+determinism and warm start."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from ray.tune.search import Searcher
+
+from raytune_attn.search import SEARCHERS, make_searcher
+from raytune_attn.search.landscape import load_landscape
+from raytune_attn.search.resources import Prefilter
+from raytune_attn.search.space import load_space
+from raytune_attn.search.synthetic import synthetic_landscape
+
+
+@pytest.fixture(scope="module")
+def cpu_space():
+    return load_space("cpu/interpreter")  # 48 feasible configs
+
+
+@pytest.fixture(scope="module")
+def land():
+    return load_landscape(synthetic_landscape(0))
+
+
+def toy_value(c):
+    """A smooth peaked objective over the interpreter space (best at BLOCK_M=64, BLOCK_N=32, 2 stages)."""
+    return 100 * math.exp(-((math.log2(c["BLOCK_M"]) - 6) ** 2) - (math.log2(c["BLOCK_N"]) - 5) ** 2
+                          - 0.3 * (c["num_stages"] - 2) ** 2 + 0.1 * c["PRE_LOAD_V"])  # fmt: skip
+
+
+def drive(s, n, value=toy_value):
+    out = []
+    for k in range(n):
+        c = s.suggest(f"t{k}")
+        if c == Searcher.FINISHED:
+            break
+        v = value(c)
+        s.on_trial_complete(f"t{k}", {"tflops": v} if v is not None else None, error=v is None)
+        out.append(c)
+    return out
+
+
+def test_unknown_searcher(cpu_space):
+    with pytest.raises(ValueError, match="unknown searcher 'bayes'"):
+        make_searcher("bayes", cpu_space)
+
+
+@pytest.mark.parametrize("name", sorted(SEARCHERS))
+def test_exhausts_the_space_without_repeats_then_finishes(name, cpu_space):
+    s = make_searcher(name, cpu_space, seed=3)
+    seen = drive(s, 100)
+    keys = [cpu_space.key(c) for c in seen]
+    assert len(keys) == len(set(keys)) == cpu_space.size == 48
+    assert all(cpu_space.contains(c) for c in seen)
+    assert s.suggest("late") == Searcher.FINISHED
+
+
+@pytest.mark.parametrize("name", sorted(SEARCHERS))
+def test_concurrent_suggestions_are_distinct_and_skip_in_flight(name, land):
+    s = make_searcher(name, land.space, seed=1)
+    drive(s, 8, value=lambda c: land.value(c) if np.isfinite(land.value(c)) else None)
+    measured = {land.space.key(c) for c, _ in s.observations}
+    batch = [s.suggest(f"p{k}") for k in range(6)]  # six trials in flight at once
+    keys = {land.space.key(c) for c in batch}
+    assert len(keys) == 6 and not keys & measured
+
+
+def test_prefilter_excludes_configs_that_cannot_compile():
+    space = load_space("nvidia/sm90")
+    pf = Prefilter.for_arch("sm90", head_dim=128)
+    for name in SEARCHERS:
+        s = make_searcher(name, space, prefilter=pf)
+        assert len(s.candidates) == sum(pf.accepts(c) for c in space.configs()) < space.size
+        assert all(pf.accepts(c) for c in s.candidates)
+
+
+@pytest.mark.parametrize(
+    "outcome",
+    [
+        dict(result=None, error=True),  # errored trial
+        dict(result=None),  # no result
+        dict(result={"tflops": 50.0, "status": "invalid"}),  # wrong output or unsupported
+        dict(result={"status": "ok"}),  # metric missing
+        dict(result={"tflops": 0.0}),  # failed benchmark reported as 0
+        dict(result={"tflops": float("nan")}),
+    ],
+)
+def test_failures_are_recorded_and_never_suggested_again(outcome, cpu_space):
+    s = make_searcher("gp", cpu_space, seed=0)
+    c = s.suggest("a")
+    s.on_trial_complete("a", **outcome)
+    assert s.observations == [(c, None)]
+    rest = drive(s, 12)
+    assert len(rest) == 12 and cpu_space.key(c) not in {cpu_space.key(x) for x in rest}
+
+
+def test_gp_learns_failed_regions(cpu_space):
+    """Big tiles fail: after observing that, the GP predicts them below the working configs."""
+    fail = lambda c: None if c["BLOCK_M"] == 64 else toy_value(c)  # noqa: E731
+    s = make_searcher("gp", cpu_space, seed=0, n_initial=10)
+    drive(s, 20, value=fail)
+    assert any(v is None for _, v in s.observations) and any(v is not None for _, v in s.observations)
+    X, y, n = s._training_data([])
+    gp = s._fit(X, y, n)
+    mu = gp.predict(s._X)
+    big = np.array([c["BLOCK_M"] == 64 for c in s.candidates])
+    assert mu[big].mean() < mu[~big].mean()
+
+
+def test_gp_is_deterministic_per_seed(land):
+    val = lambda c: land.value(c) if np.isfinite(land.value(c)) else None  # noqa: E731
+    a = drive(make_searcher("gp", land.space, seed=7), 10, value=val)
+    b = drive(make_searcher("gp", land.space, seed=7), 10, value=val)
+    c = drive(make_searcher("gp", land.space, seed=8), 10, value=val)
+    assert a == b
+    assert a != c
+
+
+@pytest.mark.parametrize("name", sorted(SEARCHERS))
+def test_save_restore_round_trip(name, land, tmp_path):
+    val = lambda c: land.value(c) if np.isfinite(land.value(c)) else None  # noqa: E731
+    s = make_searcher(name, land.space, seed=5)
+    drive(s, 12, value=val)
+    in_flight = s.suggest("flying")
+    path = tmp_path / "searcher.pkl"
+    s.save(str(path))
+    r = make_searcher(name, land.space, seed=0)  # the seed comes back from the checkpoint
+    r.restore(str(path))
+    assert r.observations == s.observations
+    # the in-flight trial's result still arrives after the restore
+    for x in (s, r):
+        x.on_trial_complete("flying", {"tflops": 10.0})
+    cont_s = [s.suggest(f"n{k}") for k in range(4)]
+    cont_r = [r.suggest(f"n{k}") for k in range(4)]
+    assert cont_s == cont_r
+    assert in_flight not in cont_r
+
+
+def test_restore_refuses_another_searchers_state(cpu_space, tmp_path):
+    g = make_searcher("grid", cpu_space)
+    g.save(str(tmp_path / "g.pkl"))
+    with pytest.raises(ValueError, match="'grid' searcher cannot restore a 'gp'"):
+        make_searcher("gp", cpu_space).restore(str(tmp_path / "g.pkl"))
+
+
+def test_warm_start_from_a_neighbouring_landscape(tmp_path):
+    target = load_landscape(synthetic_landscape(0))
+    neighbour = synthetic_landscape(0)
+    neighbour["tflops"] *= 0.6  # another GPU: same shape of landscape, another scale
+    neighbour["gpu"] = "other"
+    path = tmp_path / "earlier.parquet"
+    neighbour.to_parquet(path)
+    s = make_searcher("gp", target.space, seed=0, warm_start=str(path))
+    assert len(s._warm) == len(target.values)
+    first = s.suggest("t0")  # no random initial design: straight to the model's pick
+    assert target.value(first) >= 0.9 * target.best
+    cold = make_searcher("gp", target.space, seed=0).suggest("t0")
+    assert target.value(first) > (target.value(cold) if np.isfinite(target.value(cold)) else 0)
+
+
+def test_warm_start_fills_missing_knob_columns(tmp_path):
+    """A study-space table (no SPLIT_MASK column) warm-starts the sm80 space at the knob's default."""
+    synthetic_landscape(1).to_parquet(tmp_path / "study.parquet")
+    s = make_searcher("gp", load_space("nvidia/sm80"), warm_start=str(tmp_path / "study.parquet"))
+    assert len(s._warm) == 450
+    # and a measured config replaces its warm value in the model
+    c = s.suggest("t0")
+    s.on_trial_complete("t0", {"tflops": 123.456})
+    X, y, n = s._training_data([])
+    assert n == 450 + (not c["SPLIT_MASK"]) and math.log(123.456) in y  # warm configs all have SPLIT_MASK=True
+
+
+def test_suggest_latency_is_recorded(land):
+    s = make_searcher("gp", land.space, seed=0)
+    drive(s, 10, value=lambda c: land.value(c) if np.isfinite(land.value(c)) else None)
+    assert len(s.timings) == 10 - s.n_initial
+    assert all(t > 0 for _, t in s.timings)

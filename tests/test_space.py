@@ -1,0 +1,126 @@
+"""Search-space files: the shipped spaces, the loader's errors, constraints and `raytune-attn space show`."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from raytune_attn.cli import main
+from raytune_attn.search.space import SPACES_DIR, SpaceError, load_space
+
+SHIPPED = ["nvidia/sm80", "nvidia/sm90", "amd/gfx90a", "amd/gfx942", "cpu/interpreter"]
+STUDY = {"BLOCK_M": {16, 32, 64, 128, 256}, "BLOCK_N": {16, 32, 64, 128, 256}, "PRE_LOAD_V": {False, True},
+         "num_warps": {2, 4, 8}, "num_stages": {1, 2, 4, 6, 8}}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_spaces_load(name):
+    space = load_space(name)
+    assert (SPACES_DIR / f"{name}.yaml").exists()
+    assert 0 < space.size < space.size_unconstrained
+    assert all(c["BLOCK_M"] >= c["BLOCK_N"] for c in space.configs())
+
+
+@pytest.mark.parametrize("name", ["nvidia/sm80", "nvidia/sm90", "amd/gfx90a", "amd/gfx942"])
+def test_gpu_spaces_contain_the_study_space(name):
+    space = load_space(name)
+    values = {p.name: set(p.values) for p in space.params}
+    for knob, vals in STUDY.items():
+        assert vals <= values[knob]
+    study = {tuple(c[k] for k in STUDY) for c in space.configs()}
+    assert len(study) == 450  # 15 (BLOCK_M >= BLOCK_N) * 2 * 3 * 5
+    assert "SPLIT_MASK" in values
+    if name.startswith("amd"):
+        assert {"waves_per_eu", "matrix_instr_nonkdim", "kpack"} <= set(values)
+    assert ("USE_TMA" in values) == (name == "nvidia/sm90")
+
+
+def test_sizes_and_constraints():
+    sm80 = load_space("nvidia/sm80")
+    assert (sm80.size_unconstrained, sm80.size) == (1500, 900)
+    ok = {"BLOCK_M": 128, "BLOCK_N": 64, "PRE_LOAD_V": True, "num_warps": 4, "num_stages": 2, "SPLIT_MASK": True}
+    assert sm80.contains(ok)
+    assert not sm80.contains({**ok, "BLOCK_N": 256})  # violates BLOCK_M >= BLOCK_N
+    assert not sm80.contains({**ok, "num_stages": 3})  # not a listed value
+    assert not sm80.contains({**ok, "PRE_LOAD_V": 1})  # 1 is not a boolean
+    gfx = load_space("amd/gfx942")
+    assert not any(c["matrix_instr_nonkdim"] == 32 and c["BLOCK_N"] < 32 for c in gfx.configs())
+
+
+def _write(tmp_path, doc, name="bad.yaml"):
+    p = tmp_path / name
+    p.write_text(doc if isinstance(doc, str) else yaml.safe_dump(doc))
+    return p
+
+
+GOOD = {"schema_version": 1, "vendor": "nvidia", "arch": "sm90",
+        "parameters": {"BLOCK_M": [64, 128], "BLOCK_N": [32, 64], "PRE_LOAD_V": [False, True]},
+        "constraints": ["BLOCK_M >= BLOCK_N"]}  # fmt: skip
+
+
+def _with(**changes):
+    doc = yaml.safe_load(yaml.safe_dump(GOOD))
+    for k, v in changes.items():
+        if v is None:
+            doc.pop(k)
+        else:
+            doc[k] = v
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("doc", "key", "words"),
+    [
+        (_with(schema_version=None), "schema_version", "missing"),
+        (_with(schema_version=2), "schema_version", "reads 1"),
+        (_with(vendor="intel"), "vendor", "must be one of"),
+        (_with(parameters={"BLOCK_Q": [16]}), "parameters.BLOCK_Q", "not a kernel knob"),
+        (_with(parameters={"kpack": [1, 2]}), "parameters.kpack", "only on AMD"),
+        (_with(parameters={"PRE_LOAD_V": [0, 1]}), "parameters.PRE_LOAD_V", "not a boolean"),
+        (_with(parameters={"BLOCK_M": [128, 64]}), "parameters.BLOCK_M", "increasing order"),
+        (_with(parameters={"BLOCK_M": []}), "parameters.BLOCK_M", "non-empty list"),
+        (_with(parameters={"BLOCK_M": {"values": [16], "encoding": "cubic"}}), "parameters.BLOCK_M.encoding", "one of"),
+        (_with(constraints=["BLOCK_M >="]), "constraints[0]", "cannot parse"),
+        (_with(constraints=["BLOCK_K > 1"]), "constraints[0]", "'BLOCK_K'"),
+        (_with(constraints=["__import__('os').system('true')"]), "constraints[0]", "not allowed"),
+        (_with(constraints=["BLOCK_M < 16"]), "constraints", "no config satisfies"),
+        (_with(extra=1), "extra", "unknown key"),
+    ],
+)
+def test_loader_errors_name_file_key_and_problem(tmp_path, doc, key, words):
+    path = _write(tmp_path, doc)
+    with pytest.raises(SpaceError) as e:
+        load_space(path)
+    msg = str(e.value)
+    assert msg.startswith(f"{path}: {key}: "), msg
+    assert words in msg
+
+
+def test_not_yaml_and_missing_file(tmp_path):
+    with pytest.raises(SpaceError, match=r"bad\.yaml: <file>: not valid YAML"):
+        load_space(_write(tmp_path, "parameters: [unclosed"))
+    with pytest.raises(FileNotFoundError):
+        load_space(tmp_path / "nope.yaml")
+
+
+def test_good_file_and_long_form(tmp_path):
+    doc = _with(
+        parameters={"BLOCK_M": [64, 128], "BLOCK_N": [32, 64], "num_warps": {"values": [4, 8], "encoding": "index"}}
+    )
+    space = load_space(_write(tmp_path, doc, "ok.yaml"))
+    assert space.size_unconstrained == 8 and space.size == 8
+    assert [p.encoding for p in space.params] == ["log2", "log2", "index"]
+
+
+def test_cli_space_show(capsys):
+    assert main(["space", "show", str(SPACES_DIR / "nvidia" / "sm90.yaml")]) == 0
+    out = capsys.readouterr().out
+    assert "BLOCK_M" in out and "USE_TMA" in out
+    assert "size: 3000 before constraints, 1800 after" in out
+
+
+def test_cli_space_show_bad_file_exits_2(tmp_path, capsys):
+    path = _write(tmp_path, _with(vendor="intel"))
+    assert main(["space", "show", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "vendor" in err

@@ -1,0 +1,122 @@
+"""Sweep pieces without a Ray cluster: the multi-search searcher, progress lines, rows, flags, test hooks."""
+
+import io
+import json
+
+import pytest
+from ray.tune.search import Searcher
+
+from raytune_attn.search import load_space, make_searcher
+from raytune_attn.sweep.callbacks import row_from_result
+from raytune_attn.sweep.driver import SweepUsageError, format_summary, parse_args
+from raytune_attn.sweep.progress import Progress
+from raytune_attn.sweep.searcher import PerSearchScheduler, Search, SweepSearcher
+
+P1 = {"batch": 1, "hq": 2, "hkv": 2, "seqlen_q": 64, "seqlen_k": 64, "head_dim": 32, "causal": True,
+      "dtype": "float32", "varlen": False}
+P2 = {**P1, "causal": False}
+
+
+def _sweep(budget=3, conc=2):
+    space = load_space("cpu/interpreter")
+    searches = [Search(f"CPU/{i}", "CPU", p, make_searcher("random", space, seed=i), budget=budget,
+                       max_concurrent=conc) for i, p in enumerate((P1, P2))]
+    return SweepSearcher(searches, {"namespace": "ns", "rungs_ms": [10]})
+
+
+def test_sweep_searcher_interleaves_and_limits():
+    s = _sweep()
+    got = [s.suggest(f"t{i}") for i in range(5)]
+    assert [g["search"] for g in got[:4]] == ["CPU/0", "CPU/1", "CPU/0", "CPU/1"]
+    assert got[4] is None  # both searches have max_concurrent trials in flight
+    assert got[0]["sweep"] == {"namespace": "ns", "rungs_ms": [10]} and got[0]["problem"] == P1
+    s.on_trial_complete("t0", {"status": "ok", "tflops": 1.0, "config": got[0]})
+    s.on_trial_complete("t1", {"status": "invalid", "tflops": 0.0, "config": got[1]})
+    assert s.suggest("t5")["search"] == "CPU/0"
+    assert s.suggest("t6")["search"] == "CPU/1"
+    inner = s.searches["CPU/0"].searcher
+    assert inner.observations[0][1] == 1.0 and s.searches["CPU/1"].searcher.observations[0][1] is None
+    for t in ("t2", "t3", "t5", "t6"):
+        s.on_trial_complete(t, {"status": "ok", "tflops": 2.0})
+    assert s.suggest("t7") == Searcher.FINISHED  # budget 3 per search reached
+
+
+def test_sweep_searcher_state_roundtrip(tmp_path):
+    s = _sweep()
+    cfgs = {f"t{i}": s.suggest(f"t{i}") for i in range(3)}
+    s.on_trial_complete("t0", {"status": "ok", "tflops": 3.0})
+    s.save(str(tmp_path / "ckpt"))
+    r = _sweep()
+    r.restore(str(tmp_path / "ckpt"))
+    assert r.searches["CPU/0"].suggested == 2 and r.searches["CPU/0"].live == {"t2"}
+    r.on_trial_complete("t2", {"status": "ok", "tflops": 4.0})  # an in-flight trial finishing after a resume
+    obs = r.searches["CPU/0"].searcher.observations
+    assert [v for _, v in obs] == [3.0, 4.0] and obs[1][0] == cfgs["t2"]["config"]
+
+
+def test_per_search_scheduler_is_per_search():
+    sch = PerSearchScheduler(max_t=3)
+
+    class T:
+        def __init__(self, key):
+            self.config, self.trial_id = {"search": key}, key
+
+    for k in ("a", "b"):
+        sch.on_trial_add(None, T(k))
+    assert set(sch.asha) == {"a", "b"}
+
+
+def test_progress_lines_plain():
+    buf = io.StringIO()
+    p = Progress({"A/x": 2, "B/y": 2}, stream=buf)
+    p.trial_done("A/x", "ok", 10.0)
+    p.trial_done("B/y", "invalid", None)
+    line = p.trial_done("A/x", "stopped", 12.0)
+    assert "A/x: 2/2 trials" in line and "best 12 TFLOP/s" in line and "all 3/4" in line and "ETA" in line
+    assert all(c == "\n" or 32 <= ord(c) < 127 for c in buf.getvalue())
+
+
+def test_row_from_result_statuses():
+    cfg = {"search": "CPU/x", "accel": "CPU", "problem": P1, "config": {"BLOCK_M": 16, "BLOCK_N": 16}}
+    meta = {"sweep_id": "s", "sweep_name": "s", "searcher": "gp", "seed": 0}
+    full = row_from_result("t", cfg, {"status": "ok", "rung": 2, "tflops": 5.0, "latency_ms": 1.0}, 2, {}, meta)
+    assert full["status"] == "ok" and full["tflops"] == 5.0 and full["BLOCK_M"] == 16
+    early = row_from_result("t", cfg, {"status": "ok", "rung": 1, "tflops": 5.0, "latency_ms": 1.0}, 2, {}, meta)
+    assert early["status"] == "stopped" and "rung 1 of 2" in early["reason"]
+    bad = row_from_result("t", cfg, {"status": "invalid", "reason": "wrong result", "tflops": 0.0}, 2, {}, meta)
+    assert bad["status"] == "invalid" and bad["tflops"] is None and bad["reason"] == "wrong result"
+    lost = row_from_result("t", cfg, None, 2, {}, meta, error="trial raised: boom")
+    assert lost["status"] == "error" and "boom" in lost["reason"]
+
+
+def test_flags():
+    a = parse_args(["--budget", "5", "--rungs", "5,20", "--searcher", "random"])
+    assert a.rungs_ms == [5.0, 20.0] and a.budget == 5
+    for bad in (["--rungs", "x"], ["--budget", "0"], ["--resume"]):
+        with pytest.raises(SweepUsageError):
+            parse_args(bad)
+    with pytest.raises(SystemExit):
+        parse_args(["--searcher", "bayes"])
+
+
+def test_cli_tune_bad_flag_exits_2(capsys):
+    from raytune_attn.cli import main
+
+    assert main(["tune", "--rungs", "-1"]) == 2
+    assert "--rungs" in capsys.readouterr().err
+
+
+def test_fake_device_hook(monkeypatch):
+    from raytune_attn.sweep.actors import fake_device
+
+    monkeypatch.setenv("RAYTUNE_ATTN_FAKE_DEVICE", json.dumps({"MI300X": "amd:gfx942:AMD Instinct MI300X"}))
+    assert fake_device("MI300X")["vendor"] == "amd" and fake_device("MI300X")["arch"] == "gfx942"
+    assert fake_device("H100") is None
+
+
+def test_format_summary_says_not_representative():
+    s = {"name": "n", "trials": 1, "wall": "0:00:01", "tune_wall_s": 1.0, "benchmark_actors": 1,
+         "gpu_busy_fraction": 0.5, "overhead_per_trial_s": 0.1, "early_stop": True, "timings_representative": False,
+         "searches": [{"search": "CPU/x", "trials": 1, "ok": 1, "stopped": 0, "invalid": 0, "error": 0,
+                       "best_tflops": 1.0, "best_latency_ms": 2.0, "best_config": {"BLOCK_M": 16}, "baselines": {}}]}
+    assert "not representative" in format_summary(s)
