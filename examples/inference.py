@@ -38,7 +38,7 @@ def main(argv=None) -> int:
                                      head_dim=p.head_dim, causal=p.causal, dtype=p.dtype, varlen=False)
         ok, err = accept(raytune_attn.attention(w.q, w.k, w.v, causal=p.causal), reference(w))
         row = {"problem_key": key, "lookup": how, "config": config, "rel_err": err, "correct": ok}
-        fns = {"raytune-attn": lambda: raytune_attn.attention(w.q, w.k, w.v, causal=p.causal)}
+        fns = {"raytune-attn": lambda w=w, p=p: raytune_attn.attention(w.q, w.k, w.v, causal=p.causal)}
         fns.update({f"sdpa-{b}": _sdpa_fn(b, w) for b in ("flash", "cudnn")})
         for name, fn in fns.items():
             row[name] = tflops(p.flops(), median_ms(fn, rep_ms=200))

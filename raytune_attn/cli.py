@@ -52,7 +52,7 @@ def bench_cmd(
     seqlen: list[int] = typer.Option(None, "--seqlen", help="Restrict the grid to these sequence lengths."),
     causal: str = typer.Option("both", help="both, causal or full."),
     dtype: str = typer.Option("bfloat16", help="float16 or bfloat16 (standard grid)."),
-    config: list[str] = typer.Option(None, "--config", help="Kernel config as JSON (repeatable); default config if none."),
+    config: list[str] = typer.Option(None, "--config", help="Kernel config as JSON (repeatable); default if none."),
     out: str = typer.Option("bench.parquet", "--out", help="Parquet file; a markdown table is written beside it."),
     rep_ms: float = typer.Option(100.0, "--rep-ms", help="Milliseconds of repetitions per timing."),
 ):

@@ -117,7 +117,7 @@ class CompilePool:
         self._procs[i] = self._spawn()
 
     def close(self):
-        for proc, conn in self._procs:
+        for _, conn in self._procs:
             try:
                 conn.send(None)
             except (BrokenPipeError, OSError):

@@ -34,7 +34,8 @@ def detect(device: int | torch.device | None = None) -> DeviceInfo:
         arch = props.gcnArchName.split(":")[0]
         return DeviceInfo("amd", arch, props.name, _ray_accelerator_type(props.name), torch.version.hip, _driver())
     arch = f"sm{props.major}{props.minor}"
-    return DeviceInfo("nvidia", arch, props.name, _ray_accelerator_type(props.name), torch.version.cuda or "", _driver())
+    accel = _ray_accelerator_type(props.name)
+    return DeviceInfo("nvidia", arch, props.name, accel, torch.version.cuda or "", _driver())
 
 
 def _ray_accelerator_type(name: str) -> str:

@@ -23,7 +23,7 @@ def _check_common(q, k, v, rank: int, layout: str):
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
     if q.device.type == "cpu" and not interpreter_enabled():
-        raise ValueError("CPU tensors run only in the Triton interpreter: set TRITON_INTERPRET=1, or move them to a GPU")
+        raise ValueError("CPU tensors run only in the Triton interpreter: set TRITON_INTERPRET=1 or use a GPU")
     d = q.shape[-1]
     if k.shape[-1] != d or v.shape[-1] != d:
         raise ValueError(f"head dims differ: q {d}, k {k.shape[-1]}, v {v.shape[-1]}")

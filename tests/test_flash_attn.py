@@ -33,7 +33,7 @@ SHAPES = [
 
 # Small tiles keep the interpreter fast; every knob value appears at least once across the list.
 CPU_CONFIGS = [
-    dict(zip(("BLOCK_M", "BLOCK_N"), bm_bn, strict=False), PRE_LOAD_V=p, SPLIT_MASK=s, USE_TMA=t, num_warps=w, num_stages=n)
+    dict(BLOCK_M=bm_bn[0], BLOCK_N=bm_bn[1], PRE_LOAD_V=p, SPLIT_MASK=s, USE_TMA=t, num_warps=w, num_stages=n)
     for bm_bn, (p, s, t, w, n) in zip(
         itertools.product((16, 32, 64, 128), (16, 32, 64)),
         itertools.cycle(itertools.product((False, True), (True, False), (False, True), (4, 8), (1, 3))),
@@ -121,7 +121,7 @@ VARLEN = [
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("lens", VARLEN, ids=lambda lens: "-".join(map(str, lens[0])))
-@pytest.mark.parametrize("heads_dim", [(4, 2, 64), (2, 2, 96), (4, 1, 128)], ids=lambda h: "hq%d-hkv%d-d%d" % h)
+@pytest.mark.parametrize("heads_dim", [(4, 2, 64), (2, 2, 96), (4, 1, 128)], ids=lambda h: "hq{}-hkv{}-d{}".format(*h))
 @pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 32,
                                     "SPLIT_MASK": False, "PRE_LOAD_V": True}], ids=["split", "masked"])
 def test_varlen(lens, heads_dim, causal, dtype, config):

@@ -119,7 +119,7 @@ def test_gp_beats_random_on_recorded_landscapes(path):
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(reason="issue 3 still open: on the D=64 landscape the GP needs a median 38.5 evaluations", strict=False)
+@pytest.mark.xfail(reason="issue 3 open: on the D=64 landscape the GP needs a median 38.5 evaluations", strict=False)
 @pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
 def test_gp_reaches_98_percent_within_25_on_study_space(path):
     """The issue's second bar: at most 25 evaluations (median) to 98% on the study's 450-config space."""
