@@ -66,7 +66,8 @@ def checksum(artifact: Mapping[str, Any]) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(body)).hexdigest()
 
 
-def _num(v: Any) -> float | None:
+def float_or_none(v: Any) -> float | None:
+    """A finite-or-infinite float, or None for None, NaN and values that are not numbers."""
     if v is None:
         return None
     try:
@@ -97,7 +98,7 @@ def build(trials, *, provenance: Mapping[str, Any] | None = None, created: str |
     base_rows = df[(df["kind"] == "baseline") & (df["status"] == "ok")]
     baselines: dict[tuple[str, str], tuple[float, str]] = {}
     for r in base_rows.to_dict("records"):
-        t = _num(r.get("tflops"))
+        t = float_or_none(r.get("tflops"))
         if t is None:
             continue
         k = (_str(r["accelerator_type"]), r["problem_key"])
@@ -107,11 +108,12 @@ def build(trials, *, provenance: Mapping[str, Any] | None = None, created: str |
     for r in trial_rows.to_dict("records"):
         groups.setdefault((_str(r["accelerator_type"]), r["problem_key"]), []).append(r)
     for (accel, key), rows in sorted(groups.items()):
-        ok = [r for r in rows if r["status"] == "ok" and _num(r.get("tflops")) is not None]
+        ok = [r for r in rows if r["status"] == "ok" and float_or_none(r.get("tflops")) is not None]
         if not ok:
             continue
         # Fastest first; ties go to the lower latency, then the earlier trial id, so the choice is deterministic.
-        best = min(ok, key=lambda r: (-_num(r["tflops"]), _num(r.get("latency_ms")) or math.inf, _str(r["trial_id"])))
+        best = min(ok, key=lambda r: (-float_or_none(r["tflops"]), float_or_none(r.get("latency_ms")) or math.inf,
+                                      _str(r["trial_id"])))
         entry: dict[str, Any] = {"accelerator_type": accel}
         entry.update({p: _str(best.get(p)) for p in ENTRY_PROVENANCE})
         problem = Problem.from_key(key)
@@ -120,8 +122,8 @@ def build(trials, *, provenance: Mapping[str, Any] | None = None, created: str |
             "problem_key": key,
             "problem": problem.to_dict(),
             "config": row_config(best),
-            "tflops": _num(best["tflops"]),
-            "latency_ms": _num(best.get("latency_ms")),
+            "tflops": float_or_none(best["tflops"]),
+            "latency_ms": float_or_none(best.get("latency_ms")),
             "baseline_tflops": base[0] if base else None,
             "baseline_impl": base[1] if base else None,
             "n_trials": len(rows),

@@ -35,6 +35,7 @@ import mlflow
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 
+from raytune_attn.artifact import float_or_none
 from raytune_attn.config import KNOBS
 from raytune_attn.problem import Problem
 
@@ -68,16 +69,6 @@ def _ms() -> int:
 def _s(v: Any, limit: int = _MAX_TAG) -> str:
     s = "" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
     return s[:limit]
-
-
-def _f(v: Any) -> float | None:
-    if v is None:
-        return None
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return None if f != f else f
 
 
 @dataclass
@@ -190,18 +181,18 @@ class SweepTracker:
         for m in rung_metrics:
             step = int(m.get("rung", 0))
             for name in ("tflops", "latency_ms"):
-                v = _f(m.get(name))
+                v = float_or_none(m.get(name))
                 if v is not None:
                     metrics.append(Metric(name, v, now, step))
         for name in ("compile_s", "bench_s", "wall_time_s"):
-            v = _f(row.get(name))
+            v = float_or_none(row.get(name))
             if v is not None:
                 metrics.append(Metric(name, v, now, 0))
         self.client.log_batch(run_id, metrics=metrics, params=params)
         self.client.set_terminated(run_id, _STATUS_TO_RUN.get(status, "FINISHED"))
         handle.n_trials += 1
         handle.trial_runs[trial_id] = run_id
-        tf = _f(row.get("tflops"))
+        tf = float_or_none(row.get("tflops"))
         if status == "ok" and tf is not None and (handle.best_tflops is None or tf > handle.best_tflops):
             handle.best_tflops = tf
         if handle.best_tflops is not None:
@@ -233,12 +224,12 @@ class SweepTracker:
         if best:
             params += [Param(f"best.{k}", _s(v)) for k, v in dict(best.get("config") or {}).items()]
             for name in ("tflops", "latency_ms"):
-                v = _f(best.get(name))
+                v = float_or_none(best.get(name))
                 if v is not None:
                     metrics.append(Metric(f"best_{name}", v, now, 0))
             if best.get("trial_id"):
                 tags.append(RunTag("best_trial_id", _s(best["trial_id"])))
-        base = {k: _f(v) for k, v in dict(baselines or {}).items()}
+        base = {k: float_or_none(v) for k, v in dict(baselines or {}).items()}
         base = {k: v for k, v in base.items() if v is not None}
         for impl, v in base.items():
             metrics.append(Metric(f"baseline_tflops.{impl}", v, now, 0))
@@ -246,7 +237,7 @@ class SweepTracker:
             impl, v = max(base.items(), key=lambda kv: kv[1])
             metrics.append(Metric("best_baseline_tflops", v, now, 0))
             tags.append(RunTag("best_baseline_impl", impl))
-            bt = _f(best.get("tflops")) if best else None
+            bt = float_or_none(best.get("tflops")) if best else None
             if bt is not None and v > 0:
                 metrics.append(Metric("speedup_vs_baseline", bt / v, now, 0))
         if trials_df is not None and len(trials_df):
@@ -305,16 +296,16 @@ class SweepTracker:
             h = self.start_search(str(accel), key, prov, settings)
             for r in recs:
                 self.log_trial(h, r)
-            ok = [r for r in recs if r["status"] == "ok" and _f(r.get("tflops")) is not None]
+            ok = [r for r in recs if r["status"] == "ok" and float_or_none(r.get("tflops")) is not None]
             best = None
             if ok:
-                b = max(ok, key=lambda r: _f(r["tflops"]))
-                best = {"config": results.row_config(b), "tflops": _f(b["tflops"]),
-                        "latency_ms": _f(b.get("latency_ms")), "trial_id": b["trial_id"]}
+                b = max(ok, key=lambda r: float_or_none(r["tflops"]))
+                best = {"config": results.row_config(b), "tflops": float_or_none(b["tflops"]),
+                        "latency_ms": float_or_none(b.get("latency_ms")), "trial_id": b["trial_id"]}
             bl = g[(g["kind"] == "baseline") & (g["status"] == "ok")]
             baselines = {}
             for r in bl.to_dict("records"):
-                v = _f(r.get("tflops"))
+                v = float_or_none(r.get("tflops"))
                 if v is not None and v > baselines.get(r["impl"], -1.0):
                     baselines[r["impl"]] = v
             self.finish_search(h, best, baselines, g, artifact_path)
