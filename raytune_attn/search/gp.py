@@ -25,6 +25,11 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   10th after) and at most `max_refits` times. In between,
   the GP is only re-conditioned on the new data with the last hyperparameters: one Cholesky of an n x n matrix,
   milliseconds at n = 200. Each suggestion's seconds are recorded in `timings` (see latency.py).
+* Start and local steps: the initial design begins with the kernel's default config for the problem's head
+  dim. After it, each model-based pick takes the unmeasured config that differs in one knob from one of the three
+  best measured configs and has the highest posterior mean; global EI over every candidate takes over once that
+  neighbourhood is exhausted. On the recorded H100 landscapes, global EI alone kept probing poorly modelled
+  corners and did no better than random search (docs/search.md).
 * Warm start: results of an earlier sweep (another shape or GPU) enter as extra observations. Their log scores
   are shifted by the median difference to this sweep's measurements on the configs both measured (0 before any
   overlap), and a config's own measurement replaces its warm value. With `n_initial` or more warm successes, the
