@@ -32,6 +32,24 @@ def _broker(namespace: str, accel: str):
     return _HANDLES[key]
 
 
+def _wait_until_alive(actor, timeout_s: float = 120.0) -> None:
+    """Block until the (exclusively leased) benchmark actor answers.
+
+    After a config kills the actor, Ray restarts it; a call made while it restarts fails with
+    ActorUnavailableError although this trial's config never ran. Probing with a call that runs no config keeps
+    that failure from being blamed on the next trial: only an error raised by `run` itself is this config's.
+    """
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ray.get(actor.info.remote())
+            return
+        except ray.exceptions.ActorUnavailableError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def run_trial(config: dict) -> None:
     spec = config["sweep"]
     accel, problem, cfg = config["accel"], config["problem"], config["config"]
@@ -56,6 +74,7 @@ def run_trial(config: dict) -> None:
         for rung, rep_ms in enumerate(rungs_ms, start=1):
             ray.get(broker.acquire.remote(idx, trial_id))
             try:
+                _wait_until_alive(actor)
                 out = ray.get(actor.run.remote(problem, cfg, rung, float(rep_ms), rung == 1))
             except ray.exceptions.RayActorError as e:
                 return finish("error", f"benchmark worker died running this config ({type(e).__name__})",
