@@ -93,16 +93,7 @@ def _vendor(t: torch.Tensor) -> str:
 
 
 def _validated(config, q) -> dict:
-    try:
-        key = (tuple(sorted(config.items())), q.shape[-1], _vendor(q))
-    except (AttributeError, TypeError):  # not a dict, or unhashable values: let validate_config name the problem
-        return validate_config(config, head_dim=q.shape[-1], vendor=_vendor(q))
-    return _validated_cached(*key)
-
-
-@functools.lru_cache(maxsize=1024)
-def _validated_cached(items, head_dim, vendor):
-    return validate_config(dict(items), head_dim=head_dim, vendor=vendor)
+    return validate_config(config, head_dim=q.shape[-1], vendor=_vendor(q))
 
 
 def _select(batch, hq, hkv, sq, sk, d, causal, dtype, varlen) -> dict:

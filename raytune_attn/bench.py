@@ -87,8 +87,7 @@ def run_bench(problems: list[Problem], configs: list[dict], out: str | Path, *, 
     rows = []
     for p in problems:
         cfgs = configs or [validate_config({}, head_dim=p.head_dim)]
-        for r in bench_problem(p, cfgs, rep_ms=rep_ms):
-            rows.append(r)
+        rows.extend(bench_problem(p, cfgs, rep_ms=rep_ms))
     df = pd.DataFrame(rows)
     df.insert(0, "gpu", info.name)
     df["arch"] = info.arch

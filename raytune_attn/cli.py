@@ -7,6 +7,7 @@ implementations raise `UsageError` (or ValueError/FileNotFoundError for bad inpu
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import typer
 
@@ -85,7 +86,7 @@ def bench_cmd(
         validate_config(configs[-1])  # InvalidConfig names the bad knob (exit 2)
     df = bench.run_bench(problems, configs, out, rep_ms=rep_ms)
     print(bench.markdown_table(df))
-    print(f"wrote {out} and {out.rsplit('.', 1)[0]}.md")
+    print(f"wrote {out} and {Path(out).with_suffix('.md')}")
 
 
 @app.command("tune", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},

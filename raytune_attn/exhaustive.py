@@ -96,7 +96,7 @@ def main(argv=None) -> int:
                     pd.DataFrame(rows).to_parquet(out, index=False)
             wall = time.perf_counter() - t0
             df = pd.DataFrame(rows)
-            pd.DataFrame(rows).to_parquet(out, index=False)
+            df.to_parquet(out, index=False)
             mine = df[df.problem_key == key]
             ok = mine[mine.status == "ok"]
             busy = mine.bench_s.sum() / wall

@@ -24,7 +24,26 @@ from raytune_attn.search.resources import Prefilter
 from raytune_attn.search.space import SearchSpace
 
 
-class DiscreteSearcher(Searcher):
+class StatefulSearcher(Searcher):
+    """A Searcher whose checkpoint is its `get_state()`, pickled: Tune saves it with the experiment and
+    `Tuner.restore` brings it back through `set_state`."""
+
+    def get_state(self) -> dict:
+        raise NotImplementedError
+
+    def set_state(self, state: dict) -> None:
+        raise NotImplementedError
+
+    def save(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "wb") as f:
+            pickle.dump(self.get_state(), f)
+
+    def restore(self, checkpoint_path: str) -> None:
+        with open(checkpoint_path, "rb") as f:
+            self.set_state(pickle.load(f))
+
+
+class DiscreteSearcher(StatefulSearcher):
     name = "discrete"
 
     def __init__(
@@ -138,10 +157,3 @@ class DiscreteSearcher(Searcher):
     def _reset(self) -> None:
         """Forget what `_observe` learned (restore replays the observations)."""
 
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.get_state(), f)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            self.set_state(pickle.load(f))

@@ -9,11 +9,12 @@ a config with configs of the same problem on the same accelerator type.
 
 from __future__ import annotations
 
-import pickle
 from dataclasses import dataclass, field
 
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
+
+from raytune_attn.search.base import StatefulSearcher
 
 
 def search_key(accel: str, problem_key: str) -> str:
@@ -34,7 +35,7 @@ class Search:
     finished: bool = False  # the inner searcher ran out of candidates
 
 
-class SweepSearcher(Searcher):
+class SweepSearcher(StatefulSearcher):
     def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max"):
         super().__init__(metric=metric, mode=mode)
         self.searches = {s.key: s for s in searches}
@@ -116,14 +117,6 @@ class SweepSearcher(Searcher):
             s.live = set(st["live"])
         self.trial_search = dict(state["trial_search"])
         self._rr = state["rr"]
-
-    def save(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "wb") as f:
-            pickle.dump(self.get_state(), f)
-
-    def restore(self, checkpoint_path: str) -> None:
-        with open(checkpoint_path, "rb") as f:
-            self.set_state(pickle.load(f))
 
 
 class PerSearchScheduler(FIFOScheduler):
