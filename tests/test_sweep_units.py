@@ -117,6 +117,27 @@ def test_fake_device_hook(monkeypatch):
 def test_format_summary_says_not_representative():
     s = {"name": "n", "trials": 1, "wall": "0:00:01", "tune_wall_s": 1.0, "benchmark_actors": 1,
          "gpu_busy_fraction": 0.5, "overhead_per_trial_s": 0.1, "early_stop": True, "timings_representative": False,
+         "configs_per_s": 1.0, "idle_compile_bound_s": 0.0,
          "searches": [{"search": "CPU/x", "trials": 1, "ok": 1, "stopped": 0, "invalid": 0, "error": 0,
                        "best_tflops": 1.0, "best_latency_ms": 2.0, "best_config": {"BLOCK_M": 16}, "baselines": {}}]}
     assert "not representative" in format_summary(s)
+
+
+def test_cancelled_suggestion_is_free_again_and_resume_cancels_a_pending_ask(tmp_path):
+    space = load_space("cpu/interpreter")
+    inner = make_searcher("random", space, seed=0)
+    cfg = inner.suggest("ask-1")
+    inner.cancel("ask-1")
+    key = space.key(cfg)
+    assert not inner._taken[inner._index[key]] and inner.get_state()["live"] == {}
+    # A sweep saved while its next suggestion was asked ahead: the restored searcher frees that config.
+    s = _sweep()
+    s.suggest("t0")
+    search = s.searches["CPU/0"]
+    s._ask(search)
+    pending_inner = search.pending[0]
+    s.save(str(tmp_path / "ckpt"))
+    r = _sweep()
+    r.restore(str(tmp_path / "ckpt"))
+    assert pending_inner not in r.searches["CPU/0"].searcher.get_state()["live"]
+    assert r.searches["CPU/0"].pending is None and r.searches["CPU/0"].suggested == 1

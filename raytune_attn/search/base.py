@@ -98,6 +98,13 @@ class DiscreteSearcher(StatefulSearcher):
         self._obs.append((i, value))
         self._observe(i, value)
 
+    def cancel(self, trial_id: str) -> None:
+        """Forget a suggestion that never ran (a sweep's prefetched suggestion left over at a resume): its config
+        is free again and no longer counts as in flight."""
+        i = self._live.pop(trial_id, None)
+        if i is not None and not any(j == i for j, _ in self._obs):
+            self._taken[i] = False
+
     def result_value(self, result: Mapping | None) -> float | None:
         """The metric of a successful result, or None for a failed one (see the module docstring)."""
         if not result or str(result.get("status", "ok")) != "ok":

@@ -14,6 +14,7 @@ Test hooks (never set them in production):
   RAYTUNE_ATTN_FAKE_DEVICE  JSON {accelerator_type: "vendor:arch:name"} (or one "vendor:arch:name" for all):
                             the device the actor reports; with no real GPU it runs the Triton interpreter.
   RAYTUNE_ATTN_CRASH_ON     JSON config subset: the actor calls os._exit(3) when asked to run a matching config.
+  RAYTUNE_ATTN_SIMULATE     JSON {"landscape": path, ...}: answer configs from a recorded landscape (simulate.py).
 """
 
 from __future__ import annotations
@@ -21,9 +22,12 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 import time
 
 import ray
+
+from raytune_attn.sweep import simulate
 
 TRITON_CACHE_DEFAULT = "~/.cache/raytune-attn/triton"
 
@@ -52,6 +56,13 @@ def fake_device(accel_type: str) -> dict | None:
             "runtime_version": "", "driver": "fake"}
 
 
+def specialization(problem, config: dict) -> tuple:
+    """What Triton compiles a distinct binary for: the config and the problem's compile-time constants (head dim,
+    causal, varlen, dtype, grouped heads); sequence lengths, batch and head counts are run-time arguments."""
+    return (tuple(sorted(config.items())), problem.head_dim, problem.causal, problem.varlen, problem.dtype,
+            problem.hq == problem.hkv)
+
+
 def _matches(config: dict, subset: dict) -> bool:
     return bool(subset) and all(config.get(k) == v for k, v in subset.items())
 
@@ -73,9 +84,11 @@ class _Bench:
         self.info_ = info
         self._workloads: dict[str, tuple] = {}  # problem key -> (workload, reference, flops)
         self._crash_on = json.loads(os.environ.get("RAYTUNE_ATTN_CRASH_ON", "") or "{}")
+        self._sim = simulate.from_env()
         self.t_start = time.time()
         self.busy_s = 0.0  # seconds running kernels (checks, timings, baselines)
         self.compile_wait_s = 0.0  # seconds compiling or loading binaries in this process
+        self.baseline_s = 0.0  # of busy_s: measuring the SDPA baselines (not the search's work)
         self.calls = 0
 
     def info(self) -> dict:
@@ -103,6 +116,12 @@ class _Bench:
         from raytune_attn.workload import accept
 
         self.calls += 1
+        if self._sim is not None:
+            from raytune_attn.problem import Problem
+
+            out = self._sim.run(Problem.from_dict(problem).flops(), config, rung, rep_ms, check)
+            self.busy_s += out["bench_s"]
+            return out
         w, ref, flops = self._workload(problem)
         out = {"status": "ok", "reason": "", "rung": rung, "compile_s": 0.0, "bench_s": 0.0}
         t0 = time.perf_counter()
@@ -134,22 +153,25 @@ class _Bench:
         return out
 
     def baselines(self, problem: dict) -> dict:
-        """SDPA backends' tflops and latency on this problem (GPU, dense problems only; {} otherwise)."""
+        """SDPA backends' tflops and latency on this problem (GPU only; {} otherwise). Varlen problems get each
+        backend on nested jagged tensors and on the padded batch (`sdpa_<backend>_njt`, `sdpa_<backend>_padded`)."""
         from raytune_attn.problem import Problem
 
         p = Problem.from_dict(problem)
-        if self.device != "cuda" or p.varlen:
+        if self.device != "cuda":
             return {}
         from raytune_attn.bench import bench_problem
 
         t0 = time.perf_counter()
         rows = bench_problem(p, [], rep_ms=100)
         self.busy_s += time.perf_counter() - t0
+        self.baseline_s += time.perf_counter() - t0
         return {r["impl"].replace("-", "_"): {"tflops": r["tflops"], "latency_ms": r["ms"]}
                 for r in rows if r["tflops"] == r["tflops"]}
 
     def stats(self) -> dict:
-        return {"busy_s": self.busy_s, "compile_wait_s": self.compile_wait_s, "calls": self.calls,
+        return {"busy_s": self.busy_s, "baseline_s": self.baseline_s, "compile_wait_s": self.compile_wait_s,
+                "calls": self.calls,
                 "alive_s": time.time() - self.t_start, "pid": os.getpid()}
 
 
@@ -158,10 +180,20 @@ class BenchActor(_Bench):
     pass
 
 
+class _Build:
+    def __init__(self):
+        self.done = threading.Event()
+        self.out: dict = {}
+
+
 @ray.remote
 class CompileActor:
     """Compiles configs ahead of the GPU on one node: `workers` threads, each owning a one-process CompilePool
-    (killed and replaced when a compile passes the time limit or crashes)."""
+    (killed and replaced when a compile passes the time limit or crashes).
+
+    Problems that differ only in sizes share one binary (sequence lengths and batch are not specialized on), so
+    a config is compiled once per `specialization`: a second request waits for the first and reuses its outcome
+    (15 Llama keys asking for the default config at the start of a sweep cost one compile, not 15)."""
 
     def __init__(self, workers: int, timeout_s: float, cache_dir: str | None = None):
         import queue
@@ -170,19 +202,43 @@ class CompileActor:
         from raytune_attn.compile_pool import CompilePool
 
         self._pools: queue.Queue = queue.Queue()
+        self._sim = simulate.from_env()
+        self._lock = threading.Lock()
+        self._builds: dict[tuple, _Build] = {}  # specialization -> its (possibly running) compile
         for _ in range(max(1, workers)):
             self._pools.put(CompilePool(1, timeout_s=timeout_s))
 
     def compile(self, problem: dict, config: dict) -> dict:
         from raytune_attn.problem import Problem
 
-        pool = self._pools.get()
+        p = Problem.from_dict(problem)
+        key = specialization(p, config)
+        with self._lock:
+            build = self._builds.get(key)
+            mine = build is None
+            if mine:
+                build = self._builds[key] = _Build()
+        if not mine:
+            build.done.wait()
+            return {**build.out, "compile_s": 0.0, "shared": True}  # built for another problem: a cache load away
         try:
-            res = next(iter(pool.compile(Problem.from_dict(problem), [config])))
-        finally:
-            self._pools.put(pool)
-        return {"status": res.status, "reason": res.reason, "compile_s": res.compile_s, "n_regs": res.n_regs,
-                "n_spills": res.n_spills, "shared_bytes": res.shared_bytes}
+            if self._sim is not None:
+                build.out = self._sim.compile(config, key[1:])
+            else:
+                pool = self._pools.get()
+                try:
+                    res = next(iter(pool.compile(p, [config])))
+                finally:
+                    self._pools.put(pool)
+                build.out = {"status": res.status, "reason": res.reason, "compile_s": res.compile_s,
+                             "n_regs": res.n_regs, "n_spills": res.n_spills, "shared_bytes": res.shared_bytes}
+        except Exception as e:  # noqa: BLE001 - never leave waiters hanging; this config errors
+            build.out = {"status": "error", "reason": f"compile failed: {type(e).__name__}: {e}", "compile_s": 0.0}
+        if build.out["status"] == "error":  # a crash or time-out may be the machine's fault: a later ask retries
+            with self._lock:
+                self._builds.pop(key, None)
+        build.done.set()
+        return build.out
 
     def close(self):
         while not self._pools.empty():
@@ -191,14 +247,25 @@ class CompileActor:
 
 @ray.remote(num_cpus=0)
 class Broker:
-    """Leases the benchmark actors of one accelerator type to trials (async actor: waiting costs no thread)."""
+    """Leases the benchmark actors of one accelerator type to trials and runs their rungs (async actor: a waiting
+    trial costs no thread). A rung is one call from the trial: lease the actor (exclusive, so the trial holds one
+    GPU while it measures and a crash is blamed on the config that caused it), run, release."""
 
     def __init__(self, actors: list, compilers: list):
         self.actors = list(actors)  # BenchActor handles
         self.compilers = list(compilers)  # CompileActor handle (or None) of each actor's node
         self.assigned = [0] * len(self.actors)
         self.owner: list[str | None] = [None] * len(self.actors)
+        self.restarting = [False] * len(self.actors)  # a config killed it: Ray is starting a new one
         self._free: list[asyncio.Event] = []
+        # Where each actor's time goes, seen from here: "run" (a rung in flight), "compile" (idle, but a trial of
+        # this actor is still compiling ahead: the sweep is compile-bound), "pipeline" (idle with no trial
+        # compiling: waiting on Tune to start or continue a trial, the lease hand-off; the sweep's own overhead).
+        n = len(self.actors)
+        self.compiling: list[set] = [set() for _ in range(n)]
+        self.running = [0] * n
+        self.seconds = [{"run": 0.0, "compile": 0.0, "pipeline": 0.0} for _ in range(n)]
+        self._since = [None] * n  # None until the first trial arrives: start-up is not the sweep's overhead
 
     def _events(self):
         if not self._free:
@@ -207,14 +274,31 @@ class Broker:
                 e.set()
         return self._free
 
-    async def assign(self) -> tuple:
-        """The least-loaded actor for a new trial: (index, actor handle, compile actor handle or None)."""
-        i = min(range(len(self.actors)), key=lambda j: self.assigned[j])
-        self.assigned[i] += 1
-        return i, self.actors[i], self.compilers[i]
+    def _account(self, i: int) -> None:
+        """Close the interval since actor i's last state change and book it to the state it was in."""
+        now = time.monotonic()
+        if self._since[i] is not None:
+            state = "run" if self.running[i] else ("compile" if self.compiling[i] else "pipeline")
+            self.seconds[i][state] += now - self._since[i]
+        self._since[i] = now
 
-    async def unassign(self, i: int) -> None:
+    async def assign(self, trial_id: str = "") -> tuple:
+        """The least-loaded actor for a new trial: (index, compile actor handle of its node or None)."""
+        i = min(range(len(self.actors)), key=lambda j: self.assigned[j])
+        self._account(i)
+        self.assigned[i] += 1
+        self.compiling[i].add(trial_id)
+        return i, self.compilers[i]
+
+    async def unassign(self, i: int, trial_id: str = "") -> None:
+        self._account(i)
         self.assigned[i] = max(0, self.assigned[i] - 1)
+        self.compiling[i].discard(trial_id)
+
+    async def stats(self) -> list[dict]:
+        for i in range(len(self.actors)):
+            self._account(i)
+        return [dict(x) for x in self.seconds]
 
     async def acquire(self, i: int, trial_id: str) -> None:
         ev = self._events()[i]
@@ -233,3 +317,39 @@ class Broker:
         for i, o in enumerate(self.owner):
             if o == trial_id:
                 await self.release(i, trial_id)
+
+    async def _until_alive(self, i: int, timeout_s: float = 120.0) -> None:
+        # After a config killed the actor, calls fail with ActorUnavailableError until Ray has restarted it; such
+        # a failure is not the next config's fault, so wait for a call that runs no config to answer.
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                await self.actors[i].info.remote()
+                self.restarting[i] = False
+                return
+            except ray.exceptions.ActorUnavailableError:
+                if time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(0.2)
+
+    async def run(self, i: int, trial_id: str, problem: dict, config: dict, rung: int, rep_ms: float,
+                  check: bool) -> dict:
+        """One rung of a trial's config on actor i (see _Bench.run)."""
+        self._account(i)
+        self.compiling[i].discard(trial_id)  # compiled (its first rung): no longer a reason to wait
+        await self.acquire(i, trial_id)
+        self._account(i)
+        self.running[i] += 1
+        try:
+            if self.restarting[i]:
+                await self._until_alive(i)
+            try:
+                return await self.actors[i].run.remote(problem, config, rung, rep_ms, check)
+            except ray.exceptions.RayActorError as e:
+                self.restarting[i] = True
+                return {"status": "error", "rung": rung, "compile_s": 0.0, "bench_s": 0.0,
+                        "reason": f"benchmark worker died running this config ({type(e).__name__})"}
+        finally:
+            self._account(i)
+            self.running[i] -= 1
+            await self.release(i, trial_id)

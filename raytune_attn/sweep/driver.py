@@ -60,7 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--reduction-factor", type=float, default=2.0, help="ASHA reduction factor")
     ap.add_argument("--top-k", type=int, default=3, help="configs per search re-measured before naming the winner")
     ap.add_argument("--final-rep-ms", type=float, default=200.0, help="repetitions (ms) of the final re-measure")
-    ap.add_argument("--trials-per-gpu", type=int, default=3, help="trials in flight per GPU (compiles run ahead)")
+    ap.add_argument("--trials-per-gpu", type=int, default=None, help="trials in flight per GPU; their compiles run "
+                    "ahead, so it bounds how far compilation gets ahead of the GPU (default 16 with a GPU, 3 without)")
     ap.add_argument("--num-cpus", type=int, default=None, help="CPUs of the embedded local cluster")
     ap.add_argument("--cpu-actors", type=int, default=1, help="benchmark actors without a GPU (interpreter)")
     return ap
@@ -216,6 +217,7 @@ def run(args) -> dict:
             print(f"[tune] {accel}: {len(inf)} benchmark actor(s), {i['vendor']} {i['arch']} {i['name']}", flush=True)
         problems = load_problems(args.problems or ("cpu_smoke" if cpu_mode else "standard"))
         budget = args.budget or (6 if cpu_mode else 40)
+        per_gpu = args.trials_per_gpu or (3 if cpu_mode else 16)
         prov = {accel: provenance.collect(inf[0]) for accel, inf in infos.items()}
         rungs_ms = list(args.rungs_ms)
         spec = {"namespace": namespace, "rungs_ms": rungs_ms}
@@ -227,11 +229,13 @@ def run(args) -> dict:
                 pre = Prefilter.for_arch(arch, head_dim=p.head_dim, dtype_bytes=_dtype_bytes(p.dtype)) \
                     if arch in ARCHS else None
                 s = make_searcher(args.searcher, space, seed=args.seed, prefilter=pre)
+                # A type's in-flight trials are shared by its searches: a GP search with many configs in flight
+                # picks them against lies (constant liar), so each search gets its share, at least 2.
+                share = max(2, -(-len(actors[accel]) * per_gpu // len(problems)))
                 searches.append(Search(search_key(accel, p.key), accel, p.to_dict(), s,
-                                       budget=min(budget, len(s.candidates)),
-                                       max_concurrent=len(actors[accel]) * args.trials_per_gpu))
+                                       budget=min(budget, len(s.candidates)), max_concurrent=share))
         by_key = {s.key: s for s in searches}
-        concurrency = sum(len(a) for a in actors.values()) * args.trials_per_gpu
+        concurrency = sum(len(a) for a in actors.values()) * per_gpu
 
         tracker, handles = None, {}
         if not args.no_mlflow:
@@ -258,6 +262,9 @@ def run(args) -> dict:
                            tracker=tracker, handles=handles, brokers=brokers, t0=t0)
         callback = state.register(name)
 
+        # Tune's default per-trial CSV/JSON/TensorBoard loggers write files on every report: ours are the Parquet
+        # rows and MLflow, so turn them off (they cost the Tune loop milliseconds per result).
+        os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
         trainable = tune.with_resources(run_trial, {"cpu": 0.01})
         storage = out / "ray"
         t_fit = time.time()
@@ -266,7 +273,7 @@ def run(args) -> dict:
             tuner = tune.Tuner.restore(str(storage / name), trainable=trainable, resume_unfinished=True,
                                        resume_errored=False)
         else:
-            searcher = SweepSearcher(searches, spec)
+            searcher = SweepSearcher(searches, spec, remote=True)
             scheduler = (tune.schedulers.FIFOScheduler() if args.no_early_stop else
                          PerSearchScheduler(max_t=len(rungs_ms), reduction_factor=args.reduction_factor))
             tuner = tune.Tuner(
@@ -279,6 +286,11 @@ def run(args) -> dict:
             )
         grid = tuner.fit()
         fit_wall = time.time() - t_fit
+        lanes = {accel: ray.get(b.stats.remote()) for accel, b in brokers.items()}
+        at_fit = [x for acts in actors.values() for x in ray.get([a.stats.remote() for a in acts])]
+        fit_busy = sum(x["busy_s"] - x["baseline_s"] for x in at_fit)  # baselines ran before the fit
+        if state.tracking is not None:
+            state.tracking.drain()
 
         # Rows: those written as trials finished, plus any finished trial whose row an interruption lost.
         rows = results.read_trials(out / "trials").to_dict("records") if (out / "trials").exists() else []
@@ -301,7 +313,8 @@ def run(args) -> dict:
         art = _artifact(df, artifact)
         art_path = artifact.write(art, out / "best_configs.json")
         stats = {accel: ray.get([a.stats.remote() for a in acts]) for accel, acts in actors.items()}
-        summary = _summary(name, out, df, searches, stats, fit_wall, time.time() - t0, cpu_mode, args, hms)
+        summary = _summary(name, out, df, searches, stats, lanes, fit_busy, fit_wall, time.time() - t0, cpu_mode,
+                           args, hms)
         summary["actor_info"] = infos
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
         if tracker is not None:
@@ -412,7 +425,7 @@ def _artifact(df, artifact):
     return art
 
 
-def _summary(name, out, df, searches, stats, fit_wall, wall, cpu_mode, args, hms) -> dict:
+def _summary(name, out, df, searches, stats, lanes, fit_busy, fit_wall, wall, cpu_mode, args, hms) -> dict:
     from raytune_attn import results
 
     trials = df[(df["kind"] == "trial") & ~df["trial_id"].astype(str).str.endswith("-final")]
@@ -437,17 +450,27 @@ def _summary(name, out, df, searches, stats, fit_wall, wall, cpu_mode, args, hms
         })
     n_act = sum(len(v) for v in stats.values())
     busy = sum(x["busy_s"] for v in stats.values() for x in v)
+    baseline = sum(x.get("baseline_s", 0.0) for v in stats.values() for x in v)
     cwait = sum(x["compile_wait_s"] for v in stats.values() for x in v)
     n_trials = max(1, int(len(trials)))
     gpu_time = fit_wall * max(1, n_act)
+    seen = {k: sum(x[k] for v in lanes.values() for x in v) for k in ("run", "compile", "pipeline")}
     return {
         "name": name, "out": str(out), "cpu_mode": cpu_mode,
         "timings_representative": not cpu_mode,
         "searcher": args.searcher, "budget_per_search": max((s.budget for s in searches), default=0),
         "early_stop": not args.no_early_stop, "rungs_ms": args.rungs_ms,
         "wall_s": wall, "tune_wall_s": fit_wall, "wall": hms(wall), "benchmark_actors": n_act,
-        "trials": int(len(trials)), "gpu_busy_s": busy, "gpu_busy_fraction": busy / gpu_time if gpu_time else None,
-        "compile_wait_s": cwait, "overhead_per_trial_s": max(0.0, gpu_time - busy - cwait) / n_trials,
+        "trials": int(len(trials)), "gpu_busy_s": busy, "baseline_busy_s": baseline,
+        "search_gpu_s": busy - baseline,  # checks, rungs and final re-measures: what early stopping saves on
+        # Of the Tune run's wall time x GPUs, the share the GPUs spent running the search's kernels.
+        "gpu_busy_fraction": fit_busy / gpu_time if gpu_time else None, "gpu_busy_in_tune_s": fit_busy,
+        "compile_wait_s": cwait,
+        # Idle GPU seconds while no trial of it was compiling (Tune starting/continuing trials, lease hand-offs),
+        # per trial: the pipeline's own cost. Idle seconds while trials were still compiling are compile-bound.
+        "overhead_per_trial_s": seen["pipeline"] / n_trials, "idle_compile_bound_s": seen["compile"],
+        "idle_pipeline_s": seen["pipeline"], "lease_run_s": seen["run"],
+        "configs_per_s": n_trials / fit_wall if fit_wall else None,
         "bench_s_sum": float(trials["bench_s"].fillna(0).sum()),
         "actors": stats, "searches": per,
     }
@@ -473,8 +496,9 @@ def _finish_tracking(tracker, handle, s, df, art_path, results):
 
 def format_summary(summary: dict) -> str:
     lines = [f"sweep {summary['name']}: {summary['trials']} trials in {summary['wall']} "
-             f"(tune {summary['tune_wall_s']:.1f} s) on {summary['benchmark_actors']} benchmark actor(s); "
-             f"GPU busy fraction {summary['gpu_busy_fraction']:.2f}; overhead per trial "
+             f"(tune {summary['tune_wall_s']:.1f} s, {summary['configs_per_s'] or 0:.2f} configs/s) on "
+             f"{summary['benchmark_actors']} benchmark actor(s); GPU busy fraction {summary['gpu_busy_fraction']:.2f}; "
+             f"GPU idle waiting on compiles {summary['idle_compile_bound_s']:.1f} s; overhead per trial "
              f"{summary['overhead_per_trial_s']:.3f} s; early stopping {'on' if summary['early_stop'] else 'off'}"]
     for s in summary["searches"]:
         best = "no valid config" if s["best_tflops"] is None else \

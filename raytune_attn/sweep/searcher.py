@@ -10,7 +10,9 @@ a config with configs of the same problem on the same accelerator type.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
+from ray import cloudpickle
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
@@ -31,18 +33,125 @@ class Search:
     max_concurrent: int
     suggested: int = 0
     completed: int = 0
-    live: set = field(default_factory=set)
+    live: set = field(default_factory=set)  # Tune trial ids in flight
     finished: bool = False  # the inner searcher ran out of candidates
+    host: Any = None  # where `searcher` runs: _Local (this process) or _Remote (a SearchHost actor)
+    pending: tuple | None = None  # (inner id, _Ask) of a suggestion asked for and not yet handed out
+    asked: int = 0
+
+
+class _Ready:
+    def __init__(self, value):
+        self.value = value
+
+    def ready(self) -> bool:
+        return True
+
+
+class _Local:
+    """The searcher in the driver's process: each call runs at once (tests, replay-sized sweeps)."""
+
+    def __init__(self, searcher):
+        self.searcher = searcher
+
+    def ask(self, inner_id: str):
+        return _Ready(self.searcher.suggest(inner_id))
+
+    def tell(self, inner_id: str, result: dict, error: bool) -> None:
+        self.searcher.on_trial_complete(inner_id, result, error=error)
+
+    def cancel(self, inner_id: str) -> None:
+        self.searcher.cancel(inner_id)
+
+    def get_state(self) -> dict:
+        return self.searcher.get_state()
+
+
+class _Pending:
+    def __init__(self, ref):
+        self.ref = ref
+
+    def ready(self) -> bool:
+        import ray
+
+        return bool(ray.wait([self.ref], timeout=0)[0])
+
+    @property
+    def value(self):
+        import ray
+
+        return ray.get(self.ref)
+
+
+class _Remote:
+    """The searcher in its own process (a `SearchHost` actor), asked one suggestion ahead: the GP's model fits
+    (0.3-1.5 s each) then run beside the Tune loop instead of inside it, and 15 searches fit in parallel.
+    Calls from this driver reach the actor in order, so a suggestion asked after a result was told sees it."""
+
+    def __init__(self, searcher):
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+        self.actor = ray.remote(num_cpus=0, max_restarts=0)(SearchHost).options(scheduling_strategy=here) \
+            .remote(cloudpickle.dumps(searcher))
+
+    def ask(self, inner_id: str):
+        return _Pending(self.actor.suggest.remote(inner_id))
+
+    def tell(self, inner_id: str, result: dict, error: bool) -> None:
+        self.actor.tell.remote(inner_id, result, error)
+
+    def cancel(self, inner_id: str) -> None:
+        self.actor.cancel.remote(inner_id)
+
+    def get_state(self) -> dict:
+        import ray
+
+        return ray.get(self.actor.get_state.remote())
+
+
+class SearchHost:
+    """Holds one search's searcher in a Ray actor (see _Remote)."""
+
+    def __init__(self, searcher_pickle: bytes):
+        # Shipped as a pickle: Ray would hand the searcher's numpy arrays over read-only (zero-copy).
+        self.searcher = cloudpickle.loads(searcher_pickle)
+
+    def suggest(self, inner_id: str):
+        return self.searcher.suggest(inner_id)
+
+    def tell(self, inner_id: str, result: dict, error: bool) -> None:
+        self.searcher.on_trial_complete(inner_id, result, error=error)
+
+    def cancel(self, inner_id: str) -> None:
+        self.searcher.cancel(inner_id)
+
+    def get_state(self) -> dict:
+        return self.searcher.get_state()
 
 
 class SweepSearcher(StatefulSearcher):
-    def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max"):
+    """`remote=True` (the driver) runs each search's searcher in its own actor and asks it one suggestion ahead;
+    `remote=False` runs them in this process, each call at once."""
+
+    def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max",
+                 remote: bool = False):
         super().__init__(metric=metric, mode=mode)
         self.searches = {s.key: s for s in searches}
         self.order = [s.key for s in searches]
         self.sweep_spec = dict(sweep_spec)
+        self.remote = remote
         self.trial_search: dict[str, str] = {}
+        self.inner_id: dict[str, str] = {}  # Tune trial id -> the id its search's searcher knows it by
         self._rr = 0
+
+    def __getstate__(self):
+        # Tune pickles the searcher with the experiment: actor handles and pending asks do not outlive the driver.
+        state = self.__dict__.copy()
+        state["searches"] = {k: Search(**{**s.__dict__, "host": None, "pending": None})
+                             for k, s in self.searches.items()}
+        return state
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True
@@ -54,8 +163,21 @@ class SweepSearcher(StatefulSearcher):
     def _open(self, s: Search) -> bool:
         return not s.finished and s.suggested < s.budget and len(s.live) < s.max_concurrent
 
+    def _host(self, s: Search):
+        if s.host is None:
+            s.host = _Remote(s.searcher) if self.remote else _Local(s.searcher)
+        return s.host
+
+    def _ask(self, s: Search) -> None:
+        s.asked += 1
+        inner = f"{s.key}#{s.asked}"
+        s.pending = (inner, self._host(s).ask(inner))
+
+    def _done(self) -> bool:
+        return all(s.finished or s.suggested >= s.budget for s in self.searches.values())
+
     def suggest(self, trial_id: str):
-        if all(s.finished or s.suggested >= s.budget for s in self.searches.values()):
+        if self._done():
             return Searcher.FINISHED
         # Searches of one accelerator type share its GPUs: hand out in turn, one suggestion at a time, so that
         # each search keeps at most its own share of trials in flight (a search's concurrency is its GPUs' share).
@@ -64,19 +186,28 @@ class SweepSearcher(StatefulSearcher):
             s = self.searches[self.order[(self._rr + k) % n]]
             if not self._open(s):
                 continue
-            cfg = s.searcher.suggest(trial_id)
-            if cfg is None:
-                continue
+            if s.pending is None:
+                self._ask(s)
+            inner, ask = s.pending
+            if not ask.ready():
+                continue  # its model is still fitting: another search's trial goes first
+            s.pending = None
+            cfg = ask.value
             if cfg == Searcher.FINISHED:
                 s.finished = True
+                continue
+            if cfg is None:
                 continue
             self._rr = (self._rr + k + 1) % n
             s.suggested += 1
             s.live.add(trial_id)
             self.trial_search[trial_id] = s.key
+            self.inner_id[trial_id] = inner
+            if self.remote and self._open(s):
+                self._ask(s)  # the next one, computed while this trial runs
             return {"search": s.key, "accel": s.accel, "problem": dict(s.problem), "config": dict(cfg),
                     "sweep": dict(self.sweep_spec)}
-        if all(s.finished or s.suggested >= s.budget for s in self.searches.values()):
+        if self._done():
             return Searcher.FINISHED
         return None
 
@@ -96,14 +227,17 @@ class SweepSearcher(StatefulSearcher):
         inner = dict(result or {})
         if isinstance(inner.get("config"), dict) and "config" in inner["config"]:
             inner["config"] = inner["config"]["config"]
-        s.searcher.on_trial_complete(trial_id, inner, error=error)
+        self._host(s).tell(self.inner_id.pop(trial_id, trial_id), inner, error)
 
     # ---- state (Tune saves it with the experiment; Tuner.restore brings it back) ---------------------------------
     def get_state(self) -> dict:
         return {
-            "searches": {k: {"state": s.searcher.get_state(), "suggested": s.suggested, "completed": s.completed,
-                             "live": sorted(s.live), "finished": s.finished} for k, s in self.searches.items()},
+            "searches": {k: {"state": self._host(s).get_state() if s.host else s.searcher.get_state(),
+                             "suggested": s.suggested, "completed": s.completed, "live": sorted(s.live),
+                             "finished": s.finished, "asked": s.asked,
+                             "pending": s.pending[0] if s.pending else None} for k, s in self.searches.items()},
             "trial_search": dict(self.trial_search),
+            "inner_id": dict(self.inner_id),
             "rr": self._rr,
         }
 
@@ -113,9 +247,12 @@ class SweepSearcher(StatefulSearcher):
             if s is None:
                 continue
             s.searcher.set_state(st["state"])
+            if st.get("pending"):
+                s.searcher.cancel(st["pending"])  # asked ahead, never handed out: free that config again
             s.suggested, s.completed, s.finished = st["suggested"], st["completed"], st["finished"]
-            s.live = set(st["live"])
+            s.live, s.asked, s.host, s.pending = set(st["live"]), st.get("asked", 0), None, None
         self.trial_search = dict(state["trial_search"])
+        self.inner_id = dict(state.get("inner_id", {}))
         self._rr = state["rr"]
 
 

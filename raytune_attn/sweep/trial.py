@@ -1,8 +1,8 @@
 """The Tune trainable: a light function trial (a sliver of a CPU) that feeds one config to the GPU actors.
 
     compile ahead on the node of the benchmark actor it was assigned (CompileActor: time limit, node-local cache)
-    -> lease that actor (exclusive: the trial now holds one GPU) -> rung 1: load the binary, check the output
-    against the reference, time -> release -> report -> rung 2 ... (each rung re-leases the actor)
+    -> rung 1 through the Broker, one call: lease that actor (exclusive: the trial now holds one GPU), load the
+    binary, check the output against the reference, time, release -> report -> rung 2 ... (each rung re-leases)
 
 Each `tune.report` carries `tflops`, `latency_ms`, `rung`, `status`, `reason`, `compile_s` and `bench_s`, so an
 ASHA scheduler over `rung` can stop a poor config after a cheap rung. An invalid config (compile error, over the
@@ -32,24 +32,6 @@ def _broker(namespace: str, accel: str):
     return _HANDLES[key]
 
 
-def _wait_until_alive(actor, timeout_s: float = 120.0) -> None:
-    """Block until the (exclusively leased) benchmark actor answers.
-
-    After a config kills the actor, Ray restarts it; a call made while it restarts fails with
-    ActorUnavailableError although this trial's config never ran. Probing with a call that runs no config keeps
-    that failure from being blamed on the next trial: only an error raised by `run` itself is this config's.
-    """
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            ray.get(actor.info.remote())
-            return
-        except ray.exceptions.ActorUnavailableError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
 def run_trial(config: dict) -> None:
     spec = config["sweep"]
     accel, problem, cfg = config["accel"], config["problem"], config["config"]
@@ -63,7 +45,7 @@ def run_trial(config: dict) -> None:
     def finish(status: str, reason: str, **kw) -> None:
         tune.report({**base, **kw, "status": status, "reason": reason, "trial_wall_s": time.time() - t_start})
 
-    idx, actor, compiler = ray.get(broker.assign.remote())
+    idx, compiler = ray.get(broker.assign.remote(trial_id))
     try:
         if compiler is not None:
             res = ray.get(compiler.compile.remote(problem, cfg))
@@ -72,15 +54,7 @@ def run_trial(config: dict) -> None:
                 return finish("invalid" if res["status"] == "invalid" else "error", res["reason"])
         bench_s = 0.0
         for rung, rep_ms in enumerate(rungs_ms, start=1):
-            ray.get(broker.acquire.remote(idx, trial_id))
-            try:
-                _wait_until_alive(actor)
-                out = ray.get(actor.run.remote(problem, cfg, rung, float(rep_ms), rung == 1))
-            except ray.exceptions.RayActorError as e:
-                return finish("error", f"benchmark worker died running this config ({type(e).__name__})",
-                              rung=rung - 1)
-            finally:
-                ray.get(broker.release.remote(idx, trial_id))
+            out = ray.get(broker.run.remote(idx, trial_id, problem, cfg, rung, float(rep_ms), rung == 1))
             if rung == 1:
                 base["compile_s"] += float(out.get("compile_s", 0.0))
             bench_s += float(out.get("bench_s", 0.0))
@@ -92,4 +66,4 @@ def run_trial(config: dict) -> None:
             if rung == 1:
                 base["rel_err"] = out.get("rel_err")
     finally:
-        broker.unassign.remote(idx)
+        broker.unassign.remote(idx, trial_id)

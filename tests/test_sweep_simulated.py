@@ -1,0 +1,86 @@
+"""The whole sweep pipeline against a simulated GPU (sweep/simulate.py): the benchmark actor answers from the
+recorded H100 landscape, so what the sweep reports can be checked against that landscape exactly."""
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from raytune_attn.search.landscape import load_landscape
+from raytune_attn.sweep.simulate import SimulatedGPU
+
+ROOT = Path(__file__).resolve().parents[1]
+LAND = ROOT / "tests/data/landscape_h100_d128_causal_s4096.parquet"
+KNOBS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
+
+
+def test_simulated_gpu_answers_from_the_landscape():
+    sim = SimulatedGPU(str(LAND), compile_scale=0.0, check_ms=0.0)
+    land = load_landscape(LAND)
+    df = pd.read_parquet(LAND)
+    ok = df[df.status == "ok"].iloc[0]
+    bad = df[df.status != "ok"].iloc[0]
+    cfg = {k: ok[k].item() if hasattr(ok[k], "item") else ok[k] for k in KNOBS}  # SPLIT_MASK etc. fixed
+    out = sim.run(1e12, cfg, 1, 1.0, True)
+    assert out["status"] == "ok" and out["tflops"] == pytest.approx(land.value({**cfg, "SPLIT_MASK": True,
+                                                                                  "USE_TMA": False}))
+    assert out["latency_ms"] == pytest.approx(1e12 / (out["tflops"] * 1e12) * 1e3)
+    assert sim.run(1e12, {k: bad[k].item() if hasattr(bad[k], "item") else bad[k] for k in KNOBS}, 1, 1.0,
+                   True)["status"] == "invalid"
+    first = sim.compile(cfg, ("d128",))
+    again = sim.compile(cfg, ("d128",))
+    assert first["compile_s"] == 0.0 and again["compile_s"] == 0.0  # scale 0: no sleeping in this test
+
+
+@pytest.fixture
+def fake_gpu_cluster():
+    import ray
+    from ray.cluster_utils import Cluster
+
+    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
+    c.add_node(num_cpus=0, num_gpus=1, resources={"accelerator_type:H100": 1})
+    c.wait_for_nodes()
+    yield c
+    ray.shutdown()
+    c.shutdown()
+
+
+def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monkeypatch):
+    from raytune_attn.sweep import main
+
+    monkeypatch.setenv("RAYTUNE_ATTN_SIMULATE", json.dumps({"landscape": str(LAND), "compile_scale": 0.02}))
+    monkeypatch.setenv("RAYTUNE_ATTN_FAKE_DEVICE", "nvidia:sm90:NVIDIA H100 80GB HBM3 (simulated)")
+    problems = tmp_path / "two.yaml"  # two keys that differ only in sizes: they share every compiled binary
+    problems.write_text(
+        "schema_version: 1\nname: two\n"
+        "defaults: {hq: 32, hkv: 8, head_dim: 128, causal: true, dtype: bfloat16, varlen: true}\n"
+        "problems:\n  - {batch: 4, seqlen: 256}\n  - {batch: 8, seqlen: 512}\n")
+    out = tmp_path / "out"
+    rc = main(["--address", fake_gpu_cluster.address, "--problems", str(problems), "--searcher", "random",
+               "--budget", "8", "--space", str(ROOT / "search_spaces/nvidia/sm90_study.yaml"), "--out", str(out),
+               "--no-mlflow", "--compile-workers", "2", "--trials-per-gpu", "4", "--rungs", "2,4",
+               "--final-rep-ms", "4"])
+    assert rc == 0
+    sim = SimulatedGPU(str(LAND))
+    df = pd.read_parquet(out / "trials.parquet")
+    trials = df[(df.kind == "trial") & ~df.trial_id.str.endswith("-final")]
+    assert len(trials) == 16 and set(trials.status) <= {"ok", "stopped", "invalid"}
+    for r in trials.to_dict("records"):  # every measurement is the landscape's value of that config
+        want = sim.tflops({k: r[k] for k in KNOBS})
+        if r["status"] == "invalid":
+            assert not math.isfinite(want)
+        else:
+            assert r["tflops"] == pytest.approx(want)
+    # Both searches use seed 0 over the same space: the same configs, compiled once for both problems.
+    by_cfg = trials.groupby(KNOBS)["compile_s"].agg(["count", "min"])
+    assert (by_cfg["count"] == 2).all() and (by_cfg["min"] == 0.0).all()
+    s = json.loads((out / "summary.json").read_text())
+    assert 0 < s["gpu_busy_fraction"] <= 1 and s["overhead_per_trial_s"] >= 0
+    assert s["idle_pipeline_s"] + s["idle_compile_bound_s"] + s["lease_run_s"] <= s["tune_wall_s"] * 1.05
+    best = json.loads((out / "best_configs.json").read_text())["entries"]
+    assert len(best) == 2
+    for e in best:
+        ok = trials[(trials.problem_key == e["problem_key"]) & trials.tflops.notna()]
+        assert e["tflops"] == pytest.approx(ok.tflops.max())
