@@ -1,0 +1,124 @@
+"""The benchmark's varlen SDPA baselines on the CPU: the nested-jagged and padded inputs, the outputs packed back,
+checked against the package's reference on tiny varlen problems (GQA and causal included, fp32); and the table."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+import torch.nn.functional as F
+
+from raytune_attn import bench
+from raytune_attn.problem import Problem
+from raytune_attn.workload import accept, make_workload, reference, rel_err
+
+
+def _varlen(hq, hkv, causal, batch=4, s=13, d=16):
+    return Problem(batch=batch, hq=hq, hkv=hkv, seqlen_q=s, seqlen_k=s, head_dim=d, causal=causal,
+                   dtype="float32", varlen=True)
+
+
+CASES = [(2, 2, False), (2, 2, True), (4, 2, False), (4, 2, True), (4, 1, True)]
+
+
+@pytest.mark.parametrize("hq,hkv,causal", CASES)
+def test_padded_layout_matches_reference(hq, hkv, causal):
+    w = make_workload(_varlen(hq, hkv, causal), device="cpu")
+    ref = reference(w)
+    lens = w.problem.seqlens()
+    q, k, v, mask = bench.padded_inputs(w)
+    b, s = len(lens), 16  # longest 13, rounded up to 16
+    assert q.shape == (b, hq, s, 16) and k.shape == (b, hkv, s, 16) and mask.shape == (b, 1, s, s)
+    assert mask.dtype == q.dtype
+    for i, n in enumerate(lens):  # padded keys are never seen; causal hides the future
+        assert torch.isinf(mask[i, 0, :, n:]).all()
+        assert (mask[i, 0, n - 1, :n] == 0).all()
+        assert bool(torch.isinf(mask[i, 0, 0, 1:n]).all()) == (causal and n > 1)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=hq != hkv)
+    packed = bench.unpad_output(out, w)
+    assert packed.shape == ref.shape
+    ok, err = accept(packed, ref)
+    assert ok and err < 1e-5
+    qe, ke, ve, mask_e = bench.padded_inputs(w, expand=True)  # the fallback for backends without enable_gqa
+    assert ke.shape[1] == hq and torch.equal(mask_e, mask)
+    assert accept(bench.unpad_output(F.scaled_dot_product_attention(qe, ke, ve, attn_mask=mask_e), w), ref)[0]
+
+
+@pytest.mark.parametrize("hq,hkv,causal", CASES)
+def test_njt_layout_matches_reference(hq, hkv, causal):
+    w = make_workload(_varlen(hq, hkv, causal), device="cpu")
+    ref = reference(w)
+    q, k, v = bench.njt_inputs(w)
+    lens = w.problem.seqlens()
+    assert q.is_nested and q.shape[0] == len(lens) and q.shape[1] == hq and k.shape[1] == hq  # K/V expanded
+    assert torch.equal(bench.njt_output(q), w.q)  # packing back is exact
+    cu = w.cu_seqlens.tolist()
+    for i, (qi, ki) in enumerate(zip(q.unbind(), k.unbind(), strict=True)):  # sequence i, heads in GQA order
+        assert torch.equal(qi, w.q[cu[i]:cu[i + 1]].transpose(0, 1))
+        assert torch.equal(ki, w.k[cu[i]:cu[i + 1]].repeat_interleave(hq // hkv, 1).transpose(0, 1))
+    if not causal:  # the CPU's math backend runs non-causal NJT SDPA (the GPU's fused kernels run both)
+        out = F.scaled_dot_product_attention(q, k, v)
+        assert out.is_nested
+    else:  # the math backend refuses causal NJTs: attend per sequence and nest the outputs the same way
+        outs = [F.scaled_dot_product_attention(qi, ki, vi, is_causal=True).transpose(0, 1)
+                for qi, ki, vi in zip(q.unbind(), k.unbind(), v.unbind(), strict=True)]
+        out = torch.nested.nested_tensor_from_jagged(torch.cat(outs), w.cu_seqlens.long()).transpose(1, 2)
+    packed = bench.njt_output(out)
+    assert packed.shape == ref.shape
+    ok, err = accept(packed, ref)
+    assert ok and err < 1e-5
+
+
+def test_varlen_candidates_names_and_notes():
+    w = make_workload(_varlen(4, 2, True), device="cpu")
+    ref = reference(w)
+    cands = list(bench._varlen_candidates(w, bench.SDPA_BACKENDS))
+    names = [c[0] for c in cands]
+    assert names == ["sdpa-flash-njt", "sdpa-cudnn-njt", "sdpa-efficient-njt", "sdpa-cudnn-padded",
+                     "sdpa-efficient-padded"]
+    assert all("repeated 2x" in note for name, _, _, note in cands if name.endswith("-njt"))
+    for _name, fn, to_packed, _note in cands:  # on the CPU these backends refuse; a refusal is a RuntimeError
+        try:
+            out = fn()
+        except RuntimeError:
+            continue
+        assert rel_err(to_packed(out), ref) < 1e-5
+    assert [c[0] for c in bench._varlen_candidates(w, ("flash",))] == ["sdpa-flash-njt"]  # flash takes no mask
+
+
+def test_bench_problem_varlen_on_cpu_times_the_kernel_only():
+    p = Problem(batch=2, hq=2, hkv=1, seqlen_q=20, seqlen_k=20, head_dim=32, causal=True, dtype="float32",
+                varlen=True)
+    rows = bench.bench_problem(p, [{"BLOCK_M": 16, "BLOCK_N": 16}], rep_ms=1)
+    assert [r["impl"] for r in rows] == ["raytune-attn"]  # baselines run on a GPU only
+    assert rows[0]["error"] == "" and rows[0]["tflops"] > 0
+    assert math.isclose(p.flops(), 4 * 2 * sum(s * s for s in p.seqlens()) * 32 / 2)
+
+
+def _row(key, impl, tf, **kw):
+    p = Problem.from_key(key)
+    return {"B": p.batch, "H": p.hq, "S": p.seqlen_q, "D": p.head_dim, "causal": p.causal, "problem_key": key,
+            "impl": impl, "tflops": tf, **kw}
+
+
+def test_markdown_table_names_the_fastest_varlen_layout():
+    dense = "dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16"
+    varlen = "varlen-b8-hq32-hkv8-sq1024-sk1024-d128-causal-bfloat16"
+    df = pd.DataFrame([
+        _row(dense, "sdpa-flash", 400.0), _row(dense, "sdpa-cudnn", 500.0), _row(dense, "sdpa-efficient", 200.0),
+        _row(dense, "raytune-attn", 450.0), _row(dense, "raytune-attn", 300.0),
+        _row(varlen, "sdpa-flash-njt", 300.0), _row(varlen, "sdpa-cudnn-njt", float("nan")),
+        _row(varlen, "sdpa-efficient-njt", 100.0), _row(varlen, "sdpa-cudnn-padded", 150.0),
+        _row(varlen, "sdpa-efficient-padded", 120.0), _row(varlen, "raytune-attn", 330.0),
+    ])
+    lines = bench.markdown_table(df).splitlines()
+    assert lines[0] == ("| D | S | B | H | causal | raytune-attn | sdpa-flash | sdpa-cudnn | sdpa-efficient "
+                        "| x sdpa-flash | x sdpa-cudnn | x sdpa-efficient |")
+    assert lines[2] == "| 128 | 4096 | 4 | 16 | True | 450.0 | 400.0 | 500.0 | 200.0 | 1.12 | 0.90 | 2.25 |"
+    assert lines[3] == ("| 128 | 1024 | 8 | 32 | True | 330.0 | 300.0 (njt) | 150.0 (padded) | 120.0 (padded) "
+                        "| 1.10 | 2.20 | 2.75 |")
+    assert any("faster of its layouts" in line for line in lines)
+    dense_only = bench.markdown_table(df[df.problem_key == dense])  # dense tables as before: no varlen note
+    assert "layouts" not in dense_only and dense_only.splitlines()[2] == lines[2]
+    stacked = pd.concat([df.iloc[:5], df.iloc[5:].set_axis(range(6))])  # frames concatenated: repeated labels
+    assert bench.markdown_table(stacked) == bench.markdown_table(df)
