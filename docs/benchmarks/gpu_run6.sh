@@ -6,7 +6,9 @@
 #   PART=sweep       the GP sweep of the same 15 keys, cold Triton cache, with early stopping (ASHA) and without
 #                    (FIFO), each in its own cold cache: wall time, GPU busy fraction, overhead, savings.
 set -u
-mkdir -p /tmp/site && tar -xJf .gpu-bundle/devenv-py312.tar.xz -C /tmp/site
+# Run from a snapshot of the commit (git archive HEAD) so the kernel measured is the committed one:
+#   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run6.sh
+mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
 export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 PART=${PART:-exhaustive}
