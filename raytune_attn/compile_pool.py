@@ -8,6 +8,7 @@ the shared TRITON_CACHE_DIR. A compile over the time limit is killed with its wo
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing as mp
 import os
 import time
@@ -30,6 +31,15 @@ class CompileResult:
     shared_bytes: int | None = None
 
 
+def compile_twin(problem: Problem) -> Problem:
+    """A small problem that compiles to the same binary: Triton specializes on dtypes, constexprs and integer
+    arguments' divisibility by 16 (strides: multiples of heads x head dim, whatever the lengths), never on the
+    sequence lengths (`do_not_specialize`) or the grid. Real Llama-prefill inputs are GBs; fifteen compile
+    processes each holding one would not fit the GPU. Lengths 64 (not 1, nor 16: distinct sizes keep any
+    specialization on them the same as the real, larger ones')."""
+    return dataclasses.replace(problem, seqlen_q=min(problem.seqlen_q, 64), seqlen_k=min(problem.seqlen_k, 64))
+
+
 def _worker(conn, device: str):
     # Runs in a spawned process: imports torch/triton once, then compiles whatever it is sent.
     from raytune_attn.config import InvalidConfig
@@ -41,13 +51,11 @@ def _worker(conn, device: str):
         if msg is None:
             return
         problem_dict, config = msg
-        problem = Problem.from_dict(problem_dict)
+        problem = compile_twin(Problem.from_dict(problem_dict))
         t0 = time.perf_counter()
         try:
             w = workloads.get(problem.key)
             if w is None:
-                # The problem's real shapes: Triton specializes on sizes' divisibility by 16, so only these
-                # land on the cache entries the benchmarking process will look up.
                 workloads.clear()
                 w = workloads[problem.key] = make_workload(problem, device=device)
             kernel = w.compile(config)

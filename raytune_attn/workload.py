@@ -53,12 +53,16 @@ class Workload:
 
 
 def make_workload(problem: Problem, device: str | torch.device = "cuda", seed: int = 0) -> Workload:
-    """Random normal inputs (never zeros: they hide unwritten outputs and run faster than real data)."""
-    g = torch.Generator(device="cpu").manual_seed(seed)
+    """Random normal inputs (never zeros: they hide unwritten outputs and run faster than real data).
+
+    Drawn on the target device: a Llama prefill key packs up to half a million tokens (a billion elements for Q),
+    which the CPU's generator needs seconds for and a GPU's milliseconds."""
+    dev = torch.device(device)
+    g = torch.Generator(device=dev).manual_seed(seed)
     dtype = _DTYPES[problem.dtype]
 
     def rand(*shape):
-        return torch.randn(*shape, generator=g, dtype=torch.float32).to(device=device, dtype=dtype)
+        return torch.randn(*shape, generator=g, dtype=torch.float32, device=dev).to(dtype=dtype)
 
     p = problem
     if p.varlen:

@@ -24,6 +24,7 @@ import json
 import os
 import threading
 import time
+from collections import OrderedDict
 
 import ray
 
@@ -82,7 +83,11 @@ class _Bench:
         if accel_type != "CPU":
             info["accelerator_type"] = accel_type  # the type the sweep placed us by (Ray's resource name)
         self.info_ = info
-        self._workloads: dict[str, tuple] = {}  # problem key -> (workload, reference, flops)
+        self._workloads: OrderedDict[str, tuple] = OrderedDict()  # key -> (workload, reference, flops, bytes)
+        self._workload_bytes = 0
+        # Up to 40% of the GPU's memory for inputs and references (the kernels under test need little more).
+        self.workload_budget = (0.4 * torch.cuda.get_device_properties(0).total_memory if self.device == "cuda"
+                                else 2 << 30)
         self._crash_on = json.loads(os.environ.get("RAYTUNE_ATTN_CRASH_ON", "") or "{}")
         self._sim = simulate.from_env()
         self.t_start = time.time()
@@ -96,17 +101,25 @@ class _Bench:
                 if ray.is_initialized() else "", "device": self.device}
 
     def _workload(self, problem: dict):
+        """Inputs, reference and FLOPs of a problem, kept across calls: a sweep interleaves all its problems'
+        trials, so each rung may be another problem's, and rebuilding one (random inputs, an fp32 reference) costs
+        up to seconds. Kept while their bytes fit `workload_budget`, least recently used evicted first."""
         from raytune_attn.problem import Problem
         from raytune_attn.workload import make_workload, reference
 
         p = Problem.from_dict(problem)
-        hit = self._workloads.get(p.key)
+        hit = self._workloads.pop(p.key, None)
         if hit is None:
-            if len(self._workloads) >= 2:  # keep memory bounded: searches run problem after problem
-                self._workloads.pop(next(iter(self._workloads)))
             w = make_workload(p, device=self.device)
-            hit = self._workloads[p.key] = (w, reference(w), p.flops())
-        return hit
+            ref = reference(w)
+            size = sum(t.numel() * t.element_size() for t in (w.q, w.k, w.v, ref)) * 2  # + the kernel's output
+            while self._workloads and self._workload_bytes + size > self.workload_budget:
+                _, (_, _, _, old) = self._workloads.popitem(last=False)
+                self._workload_bytes -= old
+            hit = (w, ref, p.flops(), size)
+            self._workload_bytes += size
+        self._workloads[p.key] = hit  # most recently used last
+        return hit[:3]
 
     def run(self, problem: dict, config: dict, rung: int, rep_ms: float, check: bool) -> dict:
         """Rung `rung` of one config: with `check`, first compile (or load from the cache), run once and compare
