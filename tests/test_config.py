@@ -2,7 +2,7 @@
 
 import pytest
 
-from raytune_attn.config import KNOBS, InvalidConfig, default_config, validate_config
+from raytune_attn.config import CONSTEXPR_KNOBS, KNOBS, InvalidConfig, default_config, validate_config
 
 
 def test_defaults_fill_missing_knobs():
@@ -45,3 +45,44 @@ def test_amd_knobs_refused_on_nvidia_only():
     with pytest.raises(InvalidConfig, match="only on AMD"):
         validate_config(cfg, vendor="nvidia")
     assert validate_config(cfg, vendor="amd")["kpack"] == 2
+
+
+HOPPER_KNOBS = ("WARP_SPECIALIZE", "PERSISTENT", "REVERSE_M", "maxnreg")
+
+
+def test_hopper_knobs_are_off_by_default():
+    for d in (64, 128, 256):
+        cfg = default_config(d)
+        assert (cfg["WARP_SPECIALIZE"], cfg["PERSISTENT"], cfg["REVERSE_M"], cfg["maxnreg"]) == (False, False, False, 0)
+    assert set(HOPPER_KNOBS) <= set(KNOBS)
+    # Listed after the older knobs: their positions (result columns, the ops' encoded configs) do not move.
+    assert list(KNOBS)[:10] == ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "PRE_LOAD_V", "SPLIT_MASK",
+                                "USE_TMA", "waves_per_eu", "matrix_instr_nonkdim", "kpack"]  # fmt: skip
+    assert set(HOPPER_KNOBS) - {"maxnreg"} <= set(CONSTEXPR_KNOBS)
+
+
+@pytest.mark.parametrize(
+    "config, match",
+    [
+        ({"WARP_SPECIALIZE": 1}, "WARP_SPECIALIZE must be true or false"),
+        ({"PERSISTENT": "yes"}, "PERSISTENT must be true or false"),
+        ({"REVERSE_M": 0}, "REVERSE_M must be true or false"),
+        ({"maxnreg": True}, "maxnreg must be an integer"),
+        ({"maxnreg": 16}, "maxnreg=16"),
+        ({"maxnreg": 256}, "maxnreg=256"),
+        ({"maxnreg": 232, "num_warps": 16}, "65536 registers"),
+        ({"WARP_SPECIALIZE": True, "num_warps": 2}, "WARP_SPECIALIZE needs num_warps a multiple of 4"),
+    ],
+)
+def test_bad_hopper_knobs_name_the_knob(config, match):
+    with pytest.raises(InvalidConfig, match=match):
+        validate_config(config)
+
+
+def test_maxnreg_refused_on_amd_only():
+    with pytest.raises(InvalidConfig, match="only on NVIDIA"):
+        validate_config({"maxnreg": 128}, vendor="amd")
+    assert validate_config({"maxnreg": 0}, vendor="amd")["maxnreg"] == 0  # 0 = unset, fine anywhere
+    assert validate_config({"maxnreg": 168, "num_warps": 8}, vendor="nvidia")["maxnreg"] == 168
+    assert validate_config({"maxnreg": 232, "WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True},
+                           vendor="cpu")["PERSISTENT"] is True  # fmt: skip

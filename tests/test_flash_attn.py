@@ -144,6 +144,82 @@ def test_varlen(lens, heads_dim, causal, dtype, config):
     assert (lse[fin] - ref_lse[fin]).abs().max().item() < 100 * tolerance(dtype, DEVICE)
 
 
+# The Hopper knobs of issue #7, alone and together, on small tiles (8 warps: whole warp groups for warp
+# specialization, which Triton 3.6 compiles on Hopper only with 8 warps). In the interpreter warp specialization
+# and maxnreg are no-ops but their code paths run; the persistent grid really loops (3 programs).
+HOPPER_KNOB_CONFIGS = [
+    {"PERSISTENT": True},
+    {"PERSISTENT": True, "REVERSE_M": True},
+    {"REVERSE_M": True},
+    {"WARP_SPECIALIZE": True},
+    {"maxnreg": 128},
+    {"WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True, "maxnreg": 232, "USE_TMA": True},
+    {"PERSISTENT": True, "REVERSE_M": True, "SPLIT_MASK": False, "PRE_LOAD_V": True},
+]
+
+
+def _hopper_cfg(knobs):
+    if knobs.get("maxnreg") and HAS_GPU and torch.version.hip:
+        pytest.skip("maxnreg is an NVIDIA launch option")
+    tiles = {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 2} if HAS_GPU else {"BLOCK_M": 16, "BLOCK_N": 16}
+    return {**tiles, "num_warps": 8, **knobs}
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("knobs", HOPPER_KNOB_CONFIGS, ids=lambda c: "-".join(f"{k}{int(v)}" for k, v in c.items()))
+def test_hopper_knobs_dense(knobs, causal):
+    # GQA, Sq < Sk (a diagonal that starts mid-tile), ragged lengths: several m-blocks and tiles per program.
+    _check_dense((2, 3, 1, 40, 50, 32), causal, DTYPES[0], _hopper_cfg(knobs))
+
+
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("knobs", HOPPER_KNOB_CONFIGS, ids=lambda c: "-".join(f"{k}{int(v)}" for k, v in c.items()))
+def test_hopper_knobs_varlen(knobs, causal):
+    # An empty sequence, Sq != Sk per sequence and the longest one in the middle (tiles past a short sequence's
+    # end are skipped by the persistent loop, and counted from the end under REVERSE_M).
+    test_varlen(([5, 33, 0], [9, 20, 4]), (4, 2, 32), causal, DTYPES[0], _hopper_cfg(knobs))
+
+
+def test_unsupported_knobs_raise_invalid_config(monkeypatch):
+    from raytune_attn.config import InvalidConfig
+    from raytune_attn.kernels import flash_attn as fa
+
+    q = _rand(1, 1, 16, 32, dtype=DTYPES[0])
+    monkeypatch.setattr(fa, "_HAS_WARP_SPECIALIZE", False)
+    with pytest.raises(InvalidConfig, match="WARP_SPECIALIZE needs tl.range"):
+        flash_attn_fwd(q, q, q, validate_config({"BLOCK_M": 16, "BLOCK_N": 16, "WARP_SPECIALIZE": True}, head_dim=32))
+    monkeypatch.setattr(fa.torch.version, "hip", "6.2")
+    with pytest.raises(InvalidConfig, match="maxnreg is an NVIDIA launch option"):
+        fa._check_support({"maxnreg": 128}, q, interpreting=False)
+
+
+@pytest.mark.parametrize(("message", "match"), [("PassManager::run failed", "compiler pass failed"),
+                                                ("Triton Error [CUDA]: too many resources requested for launch",
+                                                 "out of resources at launch")])  # fmt: skip
+def test_compiler_and_launch_failures_become_invalid_config(monkeypatch, message, match):
+    from raytune_attn.config import InvalidConfig
+    from raytune_attn.kernels import flash_attn as fa
+
+    class Failing:  # a kernel whose compile (or launch) fails the way Triton 3.6 reports it
+        def __getitem__(self, grid):
+            def launch(*args, **kwargs):
+                raise RuntimeError(message)
+
+            return launch
+
+    monkeypatch.setattr(fa, "_attn_fwd", Failing())
+    q = _rand(1, 1, 16, 32, dtype=DTYPES[0])
+    with pytest.raises(InvalidConfig, match=match):
+        flash_attn_fwd(q, q, q, validate_config({"BLOCK_M": 16, "BLOCK_N": 16}, head_dim=32))
+    monkeypatch.setattr(fa, "_attn_fwd", type("Faulting", (), {"__getitem__": lambda self, g: _device_fault})())
+    with pytest.raises(RuntimeError, match="illegal memory access"):  # not the config's fault: re-raised as is
+        flash_attn_fwd(q, q, q, validate_config({"BLOCK_M": 16, "BLOCK_N": 16}, head_dim=32))
+
+
+def _device_fault(*args, **kwargs):
+    raise RuntimeError("Triton Error [CUDA]: an illegal memory access was encountered")
+
+
 @pytest.mark.skipif(not HAS_GPU, reason="needs a GPU: Triton's resource limits exist only when compiling for one")
 def test_out_of_resources_becomes_invalid_config():
     from raytune_attn.config import InvalidConfig

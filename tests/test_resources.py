@@ -124,3 +124,48 @@ def test_never_rejects_a_config_that_compiled_on_h100(path):
     assert rep["false_rejects"] == []
     assert rep["bound_above_required"] == []
     assert rep["caught"] > 0 and rep["caught"] / max(rep["failed_smem"], 1) >= 0.5
+
+
+# Shared memory of configs with the Hopper knobs of issue #7, compiled with Triton 3.6 on an H200 (bf16):
+# (head_dim, BLOCK_M, BLOCK_N, num_warps, num_stages, extra knobs, shared bytes of the compiled kernel).
+HOPPER_KNOBS_MEASURED = [
+    (128, 128, 64, 8, 1, {"WARP_SPECIALIZE": True}, 49152),
+    (128, 128, 64, 8, 1, {"WARP_SPECIALIZE": True, "USE_TMA": True}, 49160),
+    (128, 128, 64, 8, 2, {"WARP_SPECIALIZE": True}, 98304),
+    (128, 128, 64, 8, 2, {"WARP_SPECIALIZE": True, "USE_TMA": True}, 98336),
+    (128, 128, 64, 8, 2, {"WARP_SPECIALIZE": True, "USE_TMA": True, "maxnreg": 128}, 98336),
+    (128, 128, 64, 8, 3, {"WARP_SPECIALIZE": True}, 131072),
+    (128, 128, 64, 8, 3, {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False}, 131128),
+    (128, 128, 128, 8, 2, {"WARP_SPECIALIZE": True}, 163840),
+    (128, 128, 128, 8, 2, {"WARP_SPECIALIZE": True, "USE_TMA": True}, 164864),
+    (128, 128, 64, 8, 2, {"maxnreg": 168}, 98304),
+    (128, 128, 64, 8, 2, {"PERSISTENT": True}, 98304),
+    (128, 128, 64, 8, 2, {"PERSISTENT": True, "REVERSE_M": True, "USE_TMA": True}, 98336),
+    (128, 128, 64, 8, 2, {"PERSISTENT": True, "WARP_SPECIALIZE": True, "USE_TMA": True}, 98336),
+    (64, 128, 64, 4, 2, {"PERSISTENT": True, "REVERSE_M": True}, 49152),
+    (64, 128, 64, 8, 3, {"WARP_SPECIALIZE": True, "USE_TMA": True}, 66560),
+]
+
+
+@pytest.mark.parametrize("row", HOPPER_KNOBS_MEASURED, ids=lambda r: "-".join(map(str, r[:5])) + "-" + "-".join(r[5]))
+def test_bound_holds_for_the_hopper_knobs(row):
+    head_dim, bm, bn, w, st, extra, shared = row
+    c = {**cfg(bm, bn, w, st), **extra}
+    assert smem_lower_bound(c, ARCHS["sm90"], head_dim=head_dim) <= shared
+    assert Prefilter.for_arch("sm90", head_dim=head_dim).accepts(c)
+
+
+def test_new_knobs_leave_the_bound_unchanged():
+    base = cfg(bm=128, bn=128, st=4)
+    for extra in ({"WARP_SPECIALIZE": True}, {"PERSISTENT": True, "REVERSE_M": True}, {"maxnreg": 232}):
+        for arch in ("sm80", "sm90", "gfx942"):
+            assert smem_lower_bound({**base, **extra}, ARCHS[arch], head_dim=128) == smem_lower_bound(
+                base, ARCHS[arch], head_dim=128)
+
+
+def test_sm90_space_rejections_only_on_shared_memory():
+    # Every sm90 config the pre-filter rejects would be rejected without the new knobs too.
+    pf = Prefilter.for_arch("sm90", head_dim=128)
+    for c in load_space("nvidia/sm90").configs():
+        if not pf.accepts(c):
+            assert not pf.accepts({k: c[k] for k in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")})

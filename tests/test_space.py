@@ -6,6 +6,7 @@ import pytest
 import yaml
 
 from raytune_attn.cli import main
+from raytune_attn.config import validate_config
 from raytune_attn.search.space import SPACES_DIR, SpaceError, load_space
 
 SHIPPED = ["nvidia/sm80", "nvidia/sm90", "amd/gfx90a", "amd/gfx942", "cpu/interpreter"]
@@ -27,12 +28,15 @@ def test_gpu_spaces_contain_the_study_space(name):
     values = {p.name: set(p.values) for p in space.params}
     for knob, vals in STUDY.items():
         assert vals <= values[knob]
-    study = {tuple(c[k] for k in STUDY) for c in space.configs()}
+    study = {tuple(c[k] for k in STUDY) for c in space.configs() if all(c[k] in STUDY[k] for k in STUDY)}
     assert len(study) == 450  # 15 (BLOCK_M >= BLOCK_N) * 2 * 3 * 5
     assert "SPLIT_MASK" in values
     if name.startswith("amd"):
         assert {"waves_per_eu", "matrix_instr_nonkdim", "kpack"} <= set(values)
     assert ("USE_TMA" in values) == (name == "nvidia/sm90")
+    # The Hopper knobs of issue #7 (docs/kernel.md) are searched on Hopper only; maxnreg never on AMD.
+    for knob in ("WARP_SPECIALIZE", "PERSISTENT", "REVERSE_M", "maxnreg"):
+        assert (knob in values) == (name == "nvidia/sm90")
 
 
 def test_sizes_and_constraints():
@@ -45,6 +49,22 @@ def test_sizes_and_constraints():
     assert not sm80.contains({**ok, "PRE_LOAD_V": 1})  # 1 is not a boolean
     gfx = load_space("amd/gfx942")
     assert not any(c["matrix_instr_nonkdim"] == 32 and c["BLOCK_N"] < 32 for c in gfx.configs())
+
+
+def test_sm90_hopper_knobs():
+    space = load_space("nvidia/sm90")
+    configs = space.configs()
+    assert len(configs) == 7128 <= 8000
+    # Every config is one the kernel accepts on NVIDIA (warp groups for warp specialization, register budget).
+    for c in configs:
+        validate_config(c, head_dim=128, vendor="nvidia")
+    new = [c for c in configs if c["WARP_SPECIALIZE"] or c["maxnreg"] or c["PERSISTENT"] or c["REVERSE_M"]]
+    assert new and all(c["BLOCK_M"] >= 64 and c["BLOCK_N"] >= 32 and c["num_warps"] >= 4 and c["SPLIT_MASK"]
+                       and 2 <= c["num_stages"] <= 4 for c in new)  # fmt: skip
+    assert all(c["num_warps"] == 8 for c in configs if c["WARP_SPECIALIZE"])
+    # Without the new knobs the space is the earlier one plus num_stages 3: 1800 + 360 configs.
+    assert len(configs) - len(new) == 2160
+    assert {p.name: p.encoding for p in space.params}["maxnreg"] == "index"  # 0 means "no cap"
 
 
 def _write(tmp_path, doc, name="bad.yaml"):
@@ -116,7 +136,7 @@ def test_cli_space_show(capsys):
     assert main(["space", "show", str(SPACES_DIR / "nvidia" / "sm90.yaml")]) == 0
     out = capsys.readouterr().out
     assert "BLOCK_M" in out and "USE_TMA" in out
-    assert "size: 3000 before constraints, 1800 after" in out
+    assert "size: 115200 before constraints, 7128 after" in out
 
 
 def test_cli_space_show_bad_file_exits_2(tmp_path, capsys):

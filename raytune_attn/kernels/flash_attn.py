@@ -13,6 +13,7 @@ key j iff j <= i + (Sk - Sq). A row with no key to attend (i + Sk - Sq < 0) outp
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 
 import torch
@@ -54,11 +55,15 @@ def _load_kv_tile(base, desc, start_n, offs_n, offs_d, stride_n, seqlen_k,
 def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, offs_m, offs_n, offs_d,
                     stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                    MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, USE_TMA: tl.constexpr):
+                    MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, USE_TMA: tl.constexpr,
+                    WARP_SPECIALIZE: tl.constexpr):
     """Fold key blocks [lo, hi) into the running (acc, l, m). MASKED blocks apply the causal and sequence-end
     masks; unmasked blocks are known to be fully visible to every row of the tile, which saves the compare,
-    the select and the -inf guards in the hot loop."""
-    for start_n in range(lo, hi, BLOCK_N):
+    the select and the -inf guards in the hot loop.
+
+    WARP_SPECIALIZE asks Triton to split the loop into producer (loads) and consumer (MMA + softmax) warp groups;
+    with it off the loop is the plain `range` one (tl.range sets no attribute for a false flag: same IR)."""
+    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         start_n = tl.multiple_of(start_n, BLOCK_N)
         k = _load_kv_tile(k_base, k_desc, start_n, offs_n, offs_d, stride_kn, seqlen_k,
                           HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
@@ -92,27 +97,11 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, of
     return acc, l_i, m_i
 
 
-# Sequence lengths are not specialized: one binary serves every length, and a length of 1 baked in as a
-# constant crashed ptxas (Triton 3.6, CUDA 13, sm_90a).
-@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
-def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
-              stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
-              stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om,
-              stride_lz, stride_lh, stride_lm,
-              seqlen_q, seqlen_k, num_heads_q, group_size, qk_scale,
-              HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
-              SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr):
-    start_m = tl.program_id(0)
-    off_zh = tl.program_id(1)
-    off_z = off_zh // num_heads_q
-    off_h = off_zh % num_heads_q
-    off_hk = off_h // group_size  # GQA/MQA: group_size query heads share one key/value head
-
-    # int64 offsets: B*H*S*D overflows int32 for large inputs.
-    off_z = off_z.to(tl.int64)
-    off_h = off_h.to(tl.int64)
-    off_hk = off_hk.to(tl.int64)
+@triton.jit
+def _seq_bases(Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
+               stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
+               stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN: tl.constexpr):
+    """Base pointers of one (sequence, query head) and its lengths (varlen: read from the offsets)."""
     if IS_VARLEN:
         # Packed layout: sequence z occupies tokens [cu[z], cu[z+1]); the batch strides are 0.
         q_start = tl.load(cu_seqlens_q + off_z).to(tl.int64)
@@ -129,9 +118,17 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         k_base = K + off_z * stride_kz + off_hk * stride_kh
         v_base = V + off_z * stride_vz + off_hk * stride_vh
         o_base = Out + off_z * stride_oz + off_h * stride_oh
-    if start_m * BLOCK_M >= seqlen_q:
-        return
+    return q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k
 
+
+@triton.jit
+def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
+                   stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
+                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                   IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
+                   USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+    """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
+    has checked starts inside the sequence."""
     if USE_TMA:
         k_desc = tl.make_tensor_descriptor(k_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
                                            block_shape=[BLOCK_N, BLOCK_D])
@@ -168,24 +165,104 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         n_full = tl.maximum(full_end, 0) // BLOCK_N * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA)
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                        WARP_SPECIALIZE)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, n_full, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA)
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                        WARP_SPECIALIZE)
     else:
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA)
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                        WARP_SPECIALIZE)
 
     # Rows that saw no key have l = 0 and acc = 0: divide by 1 so they output 0 rather than 0/0.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_safe[:, None]
-    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], out.to(Out.dtype.element_ty), mask=q_mask)
+    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], out.to(o_base.dtype.element_ty), mask=q_mask)
     if RETURN_LSE:
         # Back from log2 units to natural log: lse = ln(sum exp(x * scale)) = (m + log2 l) * ln 2.
         lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
         l_base = Lse + off_z * stride_lz + off_h * stride_lh + q_start * stride_lm
         tl.store(l_base + offs_m * stride_lm, lse, mask=offs_m < seqlen_q)
+
+
+# Sequence lengths are not specialized: one binary serves every length, and a length of 1 baked in as a
+# constant crashed ptxas (Triton 3.6, CUDA 13, sm_90a).
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k"])
+def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
+              stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
+              stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om,
+              stride_lz, stride_lh, stride_lm,
+              seqlen_q, seqlen_k, num_heads_q, group_size, qk_scale,
+              HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+              IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
+              SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr,
+              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
+    """Grid (cdiv(max Sq, BLOCK_M), batch * Hq): one program per output tile."""
+    if REVERSE_M:
+        # Heavy tiles first: the hardware hands out blocks in launch order, and under a causal mask the last query
+        # blocks have the most keys, so starting them first leaves the light ones to fill the tail of the grid.
+        start_m = tl.num_programs(0) - 1 - tl.program_id(0)
+    else:
+        start_m = tl.program_id(0)
+    off_zh = tl.program_id(1)
+    off_z = off_zh // num_heads_q
+    off_h = off_zh % num_heads_q
+    off_hk = off_h // group_size  # GQA/MQA: group_size query heads share one key/value head
+
+    # int64 offsets: B*H*S*D overflows int32 for large inputs.
+    off_z = off_z.to(tl.int64)
+    off_h = off_h.to(tl.int64)
+    off_hk = off_hk.to(tl.int64)
+    q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k = _seq_bases(
+        Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
+        stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
+        stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
+    if start_m * BLOCK_M >= seqlen_q:
+        return
+    _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
+                   stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
+                   HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
+                   WARP_SPECIALIZE)
+
+
+@triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
+def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
+                         stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
+                         stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om,
+                         stride_lz, stride_lh, stride_lm,
+                         seqlen_q, seqlen_k, num_heads_q, group_size, qk_scale, num_m_blocks, num_tiles,
+                         HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
+                         BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
+                         PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
+                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
+    """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
+    of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
+    order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
+    longest-first: query blocks from the last to the first, each across every (sequence, head), so that the
+    static round-robin hands every program its heavy causal tiles first and its light ones last."""
+    num_zh = num_tiles // num_m_blocks
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0)):
+        if REVERSE_M:
+            start_m = num_m_blocks - 1 - tile // num_zh
+            off_zh = tile % num_zh
+        else:
+            start_m = tile % num_m_blocks
+            off_zh = tile // num_m_blocks
+        off_z = (off_zh // num_heads_q).to(tl.int64)
+        off_h = (off_zh % num_heads_q).to(tl.int64)
+        off_hk = off_h // group_size
+        q_base, k_base, v_base, o_base, q_start, sq, sk = _seq_bases(
+            Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
+            stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
+            stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
+        if start_m * BLOCK_M < sq:  # varlen: blocks past this sequence's end have nothing to do
+            _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
+                           stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
+                           HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
+                           RETURN_LSE, WARP_SPECIALIZE)
 
 
 def _set_tma_allocator():
@@ -197,6 +274,69 @@ def _set_tma_allocator():
 
 
 _TMA_ALLOCATOR_SET = False
+
+
+def _launch_options() -> frozenset:
+    """Launch options the active NVIDIA backend accepts (empty when it cannot be told)."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+    except ImportError:
+        return frozenset()
+    return frozenset(CUDAOptions.__dataclass_fields__)
+
+
+def _has_warp_specialize() -> bool:
+    try:
+        return "warp_specialize" in inspect.signature(tl.range.__init__).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+_HAS_WARP_SPECIALIZE = _has_warp_specialize()
+
+
+def _check_support(config, q, interpreting: bool):
+    """Refuse, with the reason, the knobs this Triton or this backend cannot honour (rather than crash in the
+    compiler or silently ignore them)."""
+    if config.get("WARP_SPECIALIZE") and not _HAS_WARP_SPECIALIZE:
+        raise InvalidConfig(f"WARP_SPECIALIZE needs tl.range(warp_specialize=...), which Triton {triton.__version__} "
+                            "lacks")
+    if config.get("maxnreg") and not interpreting:
+        if torch.version.hip:
+            raise InvalidConfig("maxnreg is an NVIDIA launch option; the HIP backend has none")
+        if q.is_cuda and "maxnreg" not in _launch_options():
+            raise InvalidConfig(f"maxnreg is not a launch option of Triton {triton.__version__}'s NVIDIA backend")
+
+
+# In the interpreter a "persistent" grid of a few programs still makes each one loop over several tiles.
+_INTERPRETER_PROGRAMS = 3
+_RESIDENT: dict[tuple, int] = {}
+
+
+def _resident_programs(args, kwargs, q, interpreting: bool) -> int:
+    """How many programs of this compiled kernel fit on the GPU at once: SMs x blocks per SM, the latter limited
+    by registers, shared memory and threads as the compiled binary uses them (cached per binary)."""
+    if interpreting or not q.is_cuda:
+        return _INTERPRETER_PROGRAMS
+    # What tells binaries apart: dtype, LSE/varlen pointers present, strides' divisibility by 16, the constexprs.
+    key = (q.device.index, q.dtype, args[4] is None, args[5] is None, *(s % 16 == 0 for s in args[7:22]),
+           *kwargs.values())
+    n = _RESIDENT.get(key)
+    if n is None:
+        compiled = _attn_fwd_persistent.warmup(*args, grid=(1,), **kwargs)
+        compiled._init_handles()
+        props = torch.cuda.get_device_properties(q.device)
+        threads = compiled.metadata.num_warps * 32
+        per_sm = [getattr(props, "max_threads_per_multi_processor", 2048) // threads, 32]
+        regs = getattr(compiled, "n_regs", 0) or 0
+        if regs:  # registers are handed out per warp in units of 256
+            per_warp = -(-regs * 32 // 256) * 256
+            per_sm.append(getattr(props, "regs_per_multiprocessor", 65536) // (per_warp * compiled.metadata.num_warps))
+        smem = getattr(compiled.metadata, "shared", 0) or 0
+        if smem:  # the driver reserves 1 KB of shared memory per block
+            per_sm.append(getattr(props, "shared_memory_per_multiprocessor", 233472) // (smem + 1024))
+        n = _RESIDENT[key] = props.multi_processor_count * max(1, min(per_sm))
+    return n
 
 
 def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
@@ -246,9 +386,14 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     launch_opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     if torch.version.hip:
         launch_opts.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
+    elif config.get("maxnreg"):
+        launch_opts["maxnreg"] = config["maxnreg"]
+    interpreting = type(_attn_fwd).__name__ == "InterpretedFunction"
+    _check_support(config, q, interpreting)
 
-    grid = (triton.cdiv(sq, config["BLOCK_M"]), batch * hq)
-    if grid[0] == 0 or grid[1] == 0:
+    num_m_blocks = triton.cdiv(sq, config["BLOCK_M"])
+    num_tiles = num_m_blocks * batch * hq
+    if num_tiles == 0:
         return (out, lse) if return_lse else out
     args = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
             *q_strides, *k_strides, *v_strides, *o_strides, *l_strides,
@@ -257,21 +402,37 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
         IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
         SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
+        WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
         **launch_opts,
     )
-    interpreting = type(_attn_fwd).__name__ == "InterpretedFunction"
+    if config.get("PERSISTENT", False):
+        kernel, args = _attn_fwd_persistent, (*args, num_m_blocks, num_tiles)
+    else:
+        kernel, grid = _attn_fwd, (num_m_blocks, batch * hq)
     try:
         if compile_only:
             if interpreting:  # the interpreter compiles nothing
                 return None
-            kernel = _attn_fwd.warmup(*args, grid=grid, **kwargs)
-            kernel._init_handles()  # loading the binary is where shared-memory overflows surface
-            return kernel
-        _attn_fwd[grid](*args, **kwargs)
+            compiled = kernel.warmup(*args, grid=(1,), **kwargs)
+            compiled._init_handles()  # loading the binary is where shared-memory overflows surface
+            return compiled
+        if kernel is _attn_fwd_persistent:
+            grid = (min(num_tiles, _resident_programs(args, kwargs, q, interpreting)),)
+        kernel[grid](*args, **kwargs)
     except triton.runtime.errors.OutOfResources as e:
         raise InvalidConfig(f"out of resources: {e}") from e
     except triton.compiler.errors.CompilationError as e:
         raise InvalidConfig(f"compile error: {str(e).strip().splitlines()[-1]}") from e
     except (subprocess.CalledProcessError, _PTXAS_ERROR) as e:  # the assembler failed (or crashed) on this config
         raise InvalidConfig(f"compile error in the assembler: {str(e).strip().splitlines()[0][:300]}") from e
+    except RuntimeError as e:
+        # An MLIR pass that gives up on a config (warp specialization is the usual one) fails the whole pass
+        # pipeline with a bare RuntimeError; a CUDA launch refused for resources (registers) is one too. Any
+        # other RuntimeError (a fault on the device) is not the config's to answer for: re-raised.
+        msg = str(e)
+        if "PassManager::run failed" in msg:
+            raise InvalidConfig(f"compile error: a compiler pass failed on this config ({msg.strip()[:200]})") from e
+        if "too many resources requested for launch" in msg or "CUDA_ERROR_OUT_OF_RESOURCES" in msg:
+            raise InvalidConfig(f"out of resources at launch: {msg.strip()[:200]}") from e
+        raise
     return (out, lse) if return_lse else out
