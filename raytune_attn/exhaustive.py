@@ -5,7 +5,8 @@ search tests run on, and the exhaustive best that sweeps are judged against.
         --fix USE_TMA=false --problem dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16 --out land.parquet
 
 Compiles run ahead in a process pool while the GPU times whatever has compiled; every config is checked
-against the reference before it is timed. Rows are written as they come, so an interrupted run keeps its data.
+against the reference before it is timed. Rows are written as they come, so an interrupted run keeps its data,
+and `--resume` continues it: (problem, config) pairs already in `--out` are not measured again.
 """
 
 from __future__ import annotations
@@ -80,16 +81,24 @@ def main(argv=None) -> int:
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--timeout-s", type=float, default=120)
     ap.add_argument("--rep-ms", type=float, default=50)
+    ap.add_argument("--resume", action="store_true", help="keep the rows already in --out and measure only the "
+                    "(problem, config) pairs it lacks")
     args = ap.parse_args(argv)
     configs = _configs(args.space, args.fix)
     out = Path(args.out)
     rows: list[dict] = []
+    done: set[tuple] = set()
+    if args.resume and out.exists():
+        rows = pd.read_parquet(out).to_dict("records")
+        names = list(configs[0]) if configs else []
+        done = {(r["problem_key"], *(r.get(k) for k in names)) for r in rows}
     with CompilePool(args.workers, timeout_s=args.timeout_s) as pool:
         for key in args.problem:
             problem = Problem.from_key(key)
+            todo = [c for c in configs if (problem.key, *c.values()) not in done]
             t0 = time.perf_counter()
             n = 0
-            for row in measure_problem(problem, configs, pool, rep_ms=args.rep_ms):
+            for row in measure_problem(problem, todo, pool, rep_ms=args.rep_ms) if todo else ():
                 rows.append(row)
                 n += 1
                 if n % 25 == 0:
@@ -99,7 +108,7 @@ def main(argv=None) -> int:
             df.to_parquet(out, index=False)
             mine = df[df.problem_key == key]
             ok = mine[mine.status == "ok"]
-            busy = mine.bench_s.sum() / wall
+            busy = mine.bench_s.sum() / wall if todo else float("nan")  # this run's share only when it ran
             best = ok.loc[ok.tflops.idxmax()] if len(ok) else None
             print(json.dumps({
                 "problem": key, "configs": len(mine), "ok": len(ok), "invalid": int((mine.status == "invalid").sum()),

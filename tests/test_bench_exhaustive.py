@@ -33,3 +33,20 @@ def test_exhaustive_records_every_config(tmp_path, capsys):
     assert (df.status == "ok").all() and (df.rel_err < 1e-4).all() and (df.tflops > 0).all()
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["configs"] == 6 and summary["ok"] == 6
+
+
+def test_exhaustive_resume_measures_only_missing_configs(tmp_path, capsys):
+    out = tmp_path / "land.parquet"
+    key = "dense-b1-hq2-hkv1-sq20-sk33-d32-causal-float32"
+    common = ["--space", "search_spaces/cpu/interpreter.yaml", "--fix", "num_stages=1", "--fix", "PRE_LOAD_V=false",
+              "--fix", "SPLIT_MASK=true", "--problem", key, "--out", str(out), "--workers", "1", "--rep-ms", "1"]
+    assert exhaustive.main(common + ["--fix", "BLOCK_N=16"]) == 0  # an interrupted run: 3 of the 6 configs
+    first = pd.read_parquet(out)
+    assert len(first) == 3
+    assert exhaustive.main(common + ["--resume"]) == 0
+    df = pd.read_parquet(out)
+    assert len(df) == 6 and not df.duplicated(["BLOCK_M", "BLOCK_N"]).any()
+    # The three rows measured first are kept as they were, not measured again.
+    kept = df[df.BLOCK_N == 16].sort_values("BLOCK_M").reset_index(drop=True)
+    assert kept.timestamp.tolist() == first.sort_values("BLOCK_M").timestamp.tolist()
+    capsys.readouterr()

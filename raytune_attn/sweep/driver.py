@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import datetime as _dt
 import json
+import logging
 import os
 import sys
 import time
@@ -265,6 +266,9 @@ def run(args) -> dict:
         # Tune's default per-trial CSV/JSON/TensorBoard loggers write files on every report: ours are the Parquet
         # rows and MLflow, so turn them off (they cost the Tune loop milliseconds per result).
         os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+        # Without those files the ResultGrid warns once per trial that it found no metrics file (hundreds of lines);
+        # the rows it would read are ours already.
+        logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
         trainable = tune.with_resources(run_trial, {"cpu": 0.01})
         storage = out / "ray"
         t_fit = time.time()

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Seventh run (kind nvidia-h200; PART=two on nvidia-h200-x2). Each PART is one device call of at most 10 minutes.
+#   PART=sweep      the GP sweep of the 15 Llama-3-8B prefill keys (study space, budget 30, ASHA), cold Triton
+#                   cache; then the exhaustive landscape of those keys until the call's time is up (--resume-able).
+#   PART=exhaustive finish the exhaustive landscape (PREV=path of the partial parquet from PART=sweep).
+#   PART=fifo       the same sweep without early stopping (FIFO), cold cache: what early stopping saves.
+#   PART=two        the same ASHA sweep on one GPU and on two (CUDA_VISIBLE_DEVICES), each with a cold cache.
+# Run from a snapshot of the commit (git archive HEAD), so that the code measured is the committed one:
+#   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run7.sh
+set -u
+mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
+export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+PART=${PART:-sweep}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/env.txt"
+python3 -c "import torch, triton, ray; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'cpus', __import__('os').cpu_count())" | tee -a "$OUT/env.txt"
+KEYS=$(python3 -c "from raytune_attn.sweep.problems import load_problems
+print(' '.join('--problem ' + p.key for p in load_problems('llama3_8b_prefill')))")
+
+sweep() {  # sweep NAME TIMEOUT [extra flags]
+  local name=$1 limit=$2; shift 2
+  rm -rf /tmp/triton-$name
+  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn tune --problems llama3_8b_prefill \
+    --searcher gp --budget 30 --trials-per-gpu 24 --space search_spaces/nvidia/sm90_study.yaml \
+    --name "$name" --out "/tmp/$name" --tracking-uri "sqlite:////tmp/$name.db" "$@" > "$OUT/$name.log" 2>&1
+  echo "sweep $name rc=$?"; grep -A16 "^sweep " "$OUT/$name.log" | cut -c1-300
+  cp "/tmp/$name/summary.json" "$OUT/${name}_summary.json"; cp "/tmp/$name/trials.parquet" "$OUT/${name}_trials.parquet"
+}
+
+exhaustive() {  # exhaustive TIMEOUT
+  TRITON_CACHE_DIR=/tmp/triton-exh timeout "$1" python3 -m raytune_attn.exhaustive --resume \
+    --space search_spaces/nvidia/sm90_study.yaml $KEYS --out "$OUT/llama_exhaustive.parquet" --rep-ms 20 \
+    --timeout-s 60 --workers 15 >> "$OUT/llama_exhaustive.log" 2>&1
+  echo "exhaustive rc=$?"; grep '^{' "$OUT/llama_exhaustive.log" | cut -c1-200
+}
+
+case $PART in
+  sweep) sweep llama-asha 330; exhaustive 200 ;;
+  exhaustive) cp "$PREV" "$OUT/llama_exhaustive.parquet"; exhaustive 540 ;;
+  fifo) sweep llama-fifo 400 --no-early-stop ;;
+  two) CUDA_VISIBLE_DEVICES=0 sweep llama-1gpu 270; sweep llama-2gpu 270 ;;
+esac
