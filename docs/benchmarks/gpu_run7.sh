@@ -5,6 +5,10 @@
 #   PART=exhaustive finish the exhaustive landscape (PREV=path of the partial parquet from PART=sweep).
 #   PART=fifo       the same sweep without early stopping (FIFO), cold cache: what early stopping saves.
 #   PART=two        the same ASHA sweep on one GPU and on two (CUDA_VISIBLE_DEVICES), each with a cold cache.
+#   PART=x4         (nvidia-h200-x4) the exhaustive landscape on GPUs 2 and 3 (half of the keys each), while GPUs 0
+#                   and 1 run the ASHA sweep on one GPU, on two, then on one with 48 trials in flight; every sweep
+#                   with 15 compile processes (as on the 16-core one-GPU machine) and a cold cache. All files
+#                   come back in one tarball (run7_x4.tar.gz).
 # Run from a snapshot of the commit (git archive HEAD), so that the code measured is the committed one:
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run7.sh
 set -u
@@ -27,11 +31,13 @@ sweep() {  # sweep NAME TIMEOUT [extra flags]
   cp "/tmp/$name/summary.json" "$OUT/${name}_summary.json"; cp "/tmp/$name/trials.parquet" "$OUT/${name}_trials.parquet"
 }
 
-exhaustive() {  # exhaustive TIMEOUT
-  TRITON_CACHE_DIR=/tmp/triton-exh timeout "$1" python3 -m raytune_attn.exhaustive --resume \
-    --space search_spaces/nvidia/sm90_study.yaml $KEYS --out "$OUT/llama_exhaustive.parquet" --rep-ms 20 \
-    --timeout-s 60 --workers 15 >> "$OUT/llama_exhaustive.log" 2>&1
-  echo "exhaustive rc=$?"; grep '^{' "$OUT/llama_exhaustive.log" | cut -c1-200
+exhaustive() {  # exhaustive TIMEOUT [SUFFIX KEYS...]: the landscape of KEYS (default all 15)
+  local limit=$1 sfx=${2:-}; shift; [ $# -gt 0 ] && shift
+  local keys=${*:-$KEYS}
+  TRITON_CACHE_DIR=/tmp/triton-exh timeout "$limit" python3 -m raytune_attn.exhaustive --resume \
+    --space search_spaces/nvidia/sm90_study.yaml $keys --out "$OUT/llama_exhaustive$sfx.parquet" --rep-ms 20 \
+    --timeout-s 60 --workers 15 >> "$OUT/llama_exhaustive$sfx.log" 2>&1
+  echo "exhaustive$sfx rc=$?"; grep '^{' "$OUT/llama_exhaustive$sfx.log" | cut -c1-200
 }
 
 case $PART in
@@ -39,4 +45,16 @@ case $PART in
   exhaustive) cp "$PREV" "$OUT/llama_exhaustive.parquet"; exhaustive 540 ;;
   fifo) sweep llama-fifo 400 --no-early-stop ;;
   two) CUDA_VISIBLE_DEVICES=0 sweep llama-1gpu 270; sweep llama-2gpu 270 ;;
+  x4)
+    # Keys split so that each half holds two of the four long (4096) keys.
+    A=$(echo $KEYS | tr ' ' '\n' | grep -v '^--problem$' | awk 'NR % 2 == 1' | sed 's/^/--problem /' | tr '\n' ' ')
+    B=$(echo $KEYS | tr ' ' '\n' | grep -v '^--problem$' | awk 'NR % 2 == 0' | sed 's/^/--problem /' | tr '\n' ' ')
+    (CUDA_VISIBLE_DEVICES=2 exhaustive 510 _a $A > "$OUT/exh_a.txt" 2>&1 &)
+    (CUDA_VISIBLE_DEVICES=3 exhaustive 510 _b $B > "$OUT/exh_b.txt" 2>&1 &)
+    CUDA_VISIBLE_DEVICES=0 sweep llama-1gpu 220 --compile-workers 15
+    CUDA_VISIBLE_DEVICES=0,1 sweep llama-2gpu 170 --compile-workers 15
+    CUDA_VISIBLE_DEVICES=0 sweep llama-1gpu-48 90 --compile-workers 15 --trials-per-gpu 48
+    while pgrep -f raytune_attn.exhaustive > /dev/null; do sleep 5; done
+    cat "$OUT"/exh_*.txt
+    (cd "$OUT" && tar -czf run7_x4.tar.gz --exclude run7_x4.tar.gz ./* && find . -type f ! -name run7_x4.tar.gz ! -name env.txt -delete) ;;
 esac
