@@ -40,6 +40,13 @@ def compile_twin(problem: Problem) -> Problem:
     return dataclasses.replace(problem, seqlen_q=min(problem.seqlen_q, 64), seqlen_k=min(problem.seqlen_k, 64))
 
 
+def specialization(problem: Problem, config: dict) -> tuple:
+    """What Triton compiles a distinct binary for: the config and the problem's compile-time constants (head dim,
+    causal, varlen, dtype, grouped heads); sequence lengths, batch and head counts are run-time arguments."""
+    return (tuple(sorted(config.items())), problem.head_dim, problem.causal, problem.varlen, problem.dtype,
+            problem.hq == problem.hkv)
+
+
 def _worker(conn, device: str):
     # Runs in a spawned process: imports torch/triton once, then compiles whatever it is sent.
     from raytune_attn.config import InvalidConfig

@@ -12,6 +12,7 @@ and `--resume` continues it: (problem, config) pairs already in `--out` are not 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
@@ -20,7 +21,7 @@ import pandas as pd
 import torch
 import yaml
 
-from raytune_attn.compile_pool import CompilePool
+from raytune_attn.compile_pool import CompilePool, CompileResult, specialization
 from raytune_attn.config import InvalidConfig
 from raytune_attn.device import detect
 from raytune_attn.problem import Problem
@@ -39,8 +40,15 @@ def _configs(space_path: str, fixes: list[str]) -> list[dict]:
     return configs
 
 
-def measure_problem(problem: Problem, configs: list[dict], pool: CompilePool, *, rep_ms: float = 50):
-    """Yield one row per config (status ok/invalid/error with the reason) and return GPU-busy statistics."""
+def measure_problem(problem: Problem, configs: list[dict], pool: CompilePool, *, rep_ms: float = 50,
+                    compile_failures: dict | None = None):
+    """Yield one row per config (status ok/invalid/error with the reason).
+
+    `compile_failures` maps a `specialization` to the (status, reason) of its failed compile: a config that failed
+    to compile for one problem fails for every problem that shares its binary, and a compile killed at the time
+    limit leaves nothing in Triton's cache, so without this memo it would cost the full limit again per problem.
+    New failures are added to it."""
+    failures = compile_failures if compile_failures is not None else {}
     device = "cuda" if torch.cuda.is_available() else "cpu"
     w = make_workload(problem, device=device)
     ref = reference(w)
@@ -48,7 +56,12 @@ def measure_problem(problem: Problem, configs: list[dict], pool: CompilePool, *,
     info = detect()
     base = {"gpu": info.name, "arch": info.arch, "problem_key": problem.key, **problem.to_dict(),
             "triton": __import__("triton").__version__, "torch": torch.__version__}
-    for res in pool.compile(problem, configs):
+    known = [c for c in configs if specialization(problem, c) in failures]
+    fresh = [c for c in configs if specialization(problem, c) not in failures]
+    remembered = (CompileResult(problem.key, c, *failures[specialization(problem, c)], 0.0) for c in known)
+    for res in itertools.chain(remembered, pool.compile(problem, fresh)):
+        if res.status != "ok":
+            failures.setdefault(specialization(problem, res.config), (res.status, res.reason))
         row = {**base, **res.config, "status": res.status, "reason": res.reason, "compile_s": res.compile_s,
                "n_regs": res.n_regs, "n_spills": res.n_spills, "shared_bytes": res.shared_bytes,
                "ms": float("nan"), "tflops": float("nan"), "rel_err": float("nan"), "bench_s": 0.0}
@@ -88,17 +101,23 @@ def main(argv=None) -> int:
     out = Path(args.out)
     rows: list[dict] = []
     done: set[tuple] = set()
+    failures: dict[tuple, tuple[str, str]] = {}
     if args.resume and out.exists():
         rows = pd.read_parquet(out).to_dict("records")
         names = list(configs[0]) if configs else []
         done = {(r["problem_key"], *(r.get(k) for k in names)) for r in rows}
+        for r in rows:  # failures before any launch (bench_s 0) are the binary's: remember them
+            if r["status"] != "ok" and not r.get("bench_s"):
+                cfg = {k: (r[k].item() if hasattr(r[k], "item") else r[k]) for k in names}
+                failures.setdefault(specialization(Problem.from_key(r["problem_key"]), cfg), (r["status"], r["reason"]))
     with CompilePool(args.workers, timeout_s=args.timeout_s) as pool:
         for key in args.problem:
             problem = Problem.from_key(key)
             todo = [c for c in configs if (problem.key, *c.values()) not in done]
             t0 = time.perf_counter()
             n = 0
-            for row in measure_problem(problem, todo, pool, rep_ms=args.rep_ms) if todo else ():
+            for row in measure_problem(problem, todo, pool, rep_ms=args.rep_ms, compile_failures=failures) \
+                    if todo else ():
                 rows.append(row)
                 n += 1
                 if n % 25 == 0:

@@ -50,3 +50,24 @@ def test_exhaustive_resume_measures_only_missing_configs(tmp_path, capsys):
     kept = df[df.BLOCK_N == 16].sort_values("BLOCK_M").reset_index(drop=True)
     assert kept.timestamp.tolist() == first.sort_values("BLOCK_M").timestamp.tolist()
     capsys.readouterr()
+
+
+def test_exhaustive_remembers_compile_failures_across_problems_of_one_binary(tmp_path):
+    """A config that failed to compile for one problem is not compiled again for a problem with the same binary."""
+    from raytune_attn.compile_pool import CompilePool
+    from raytune_attn.problem import Problem
+
+    configs = [{"BLOCK_M": 16, "BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 3}]  # 3 warps: invalid
+    a = Problem.from_key("dense-b1-hq2-hkv1-sq20-sk33-d32-causal-float32")
+    b = Problem.from_key("dense-b2-hq2-hkv1-sq40-sk40-d32-causal-float32")  # other sizes, same binary
+    failures = {}
+    with CompilePool(1, timeout_s=60) as pool:
+        first = list(exhaustive.measure_problem(a, configs, pool, rep_ms=1, compile_failures=failures))
+        assert [r["status"] for r in first] == ["ok", "invalid"] and len(failures) == 1
+        sent = []
+        real = pool.compile
+        pool.compile = lambda p, cfgs: (sent.extend(cfgs), real(p, cfgs))[1]
+        second = list(exhaustive.measure_problem(b, configs, pool, rep_ms=1, compile_failures=failures))
+    assert sent == [configs[0]]  # only the config that compiled goes to the pool again
+    bad = next(r for r in second if r.get("num_warps") == 3)
+    assert bad["status"] == "invalid" and bad["reason"] == first[1]["reason"] and bad["compile_s"] == 0.0

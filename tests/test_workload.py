@@ -42,3 +42,28 @@ def test_kernel_output_accepted_and_wrong_outputs_rejected():
         bad = out.clone()
         bad.view(-1)[7] = float("nan")
         assert not accept(bad, ref)[0]
+
+
+def test_run_checks_inputs_once_and_matches_the_public_entry_point(monkeypatch):
+    """Timed calls must measure the kernel launch, not the varlen entry point's host read of the offsets."""
+    import raytune_attn.workload as workload
+    from raytune_attn.api import varlen_attention
+    from raytune_attn.config import InvalidConfig
+
+    calls = []
+    real = workload.check_varlen
+    monkeypatch.setattr(workload, "check_varlen", lambda *a: calls.append(1) or real(*a))
+    w = make_workload(VARLEN, DEVICE)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16}
+    outs = [w.run(cfg) for _ in range(3)]
+    assert len(calls) == 1
+    p = VARLEN
+    public = varlen_attention(w.q, w.k, w.v, w.cu_seqlens, w.cu_seqlens, p.seqlen_q, p.seqlen_k, causal=True,
+                              config=cfg)
+    assert all(torch.equal(o, public) for o in outs)
+    try:
+        w.run({"BLOCK_M": 24})
+    except InvalidConfig as e:
+        assert "BLOCK_M" in str(e)
+    else:
+        raise AssertionError("a bad config must raise InvalidConfig")

@@ -9,6 +9,10 @@
 #                   and 1 run the ASHA sweep on one GPU, on two, then on one with 48 trials in flight; every sweep
 #                   with 15 compile processes (as on the 16-core one-GPU machine) and a cold cache. All files
 #                   come back in one tarball (run7_x4.tar.gz).
+#   PART=x4b        (nvidia-h200-x4; after timings stopped measuring the varlen entry point's host sync) the whole
+#                   landscape again: the first key with 60 compile processes on GPU 0 (a warm cache and the compile
+#                   failures for the rest), then the other 14 keys on the 4 GPUs; then the ASHA sweep on one GPU and
+#                   on two, each with 31 compile processes (as on a 32-core two-GPU host) and a cold cache.
 # Run from a snapshot of the commit (git archive HEAD), so that the code measured is the committed one:
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run7.sh
 set -u
@@ -57,4 +61,23 @@ case $PART in
     while pgrep -f raytune_attn.exhaustive > /dev/null; do sleep 5; done
     cat "$OUT"/exh_*.txt
     (cd "$OUT" && tar -czf run7_x4.tar.gz --exclude run7_x4.tar.gz ./* && find . -type f ! -name run7_x4.tar.gz ! -name env.txt -delete) ;;
+  x4b)
+    set -- $(echo $KEYS | tr ' ' '\n' | grep -v '^--problem$')
+    first=$1; shift
+    CUDA_VISIBLE_DEVICES=0 TRITON_CACHE_DIR=/tmp/triton-exh timeout 200 python3 -m raytune_attn.exhaustive \
+      --space search_spaces/nvidia/sm90_study.yaml --problem "$first" --out "$OUT/exh_0.parquet" --rep-ms 20 \
+      --timeout-s 60 --workers 60 > "$OUT/exh_0.log" 2>&1; echo "exhaustive first key rc=$?"
+    for g in 0 1 2 3; do
+      keys=$(i=0; for k in "$@"; do [ $((i % 4)) = $g ] && printf -- '--problem %s ' "$k"; i=$((i + 1)); done)
+      cp "$OUT/exh_0.parquet" "/tmp/exh_$g.parquet"  # seeds the compile-failure memo (--resume)
+      (CUDA_VISIBLE_DEVICES=$g TRITON_CACHE_DIR=/tmp/triton-exh timeout 200 python3 -m raytune_attn.exhaustive \
+        --resume --space search_spaces/nvidia/sm90_study.yaml $keys --out "/tmp/exh_$g.parquet" --rep-ms 20 \
+        --timeout-s 60 --workers 15 > "$OUT/exh_$((g + 1)).log" 2>&1 &)
+    done
+    sleep 5; while pgrep -f raytune_attn.exhaustive > /dev/null; do sleep 2; done
+    python3 -c "import pandas as pd, glob; df = pd.concat([pd.read_parquet(f) for f in sorted(glob.glob('/tmp/exh_*.parquet'))]).drop_duplicates(['problem_key', 'BLOCK_M', 'BLOCK_N', 'num_warps', 'num_stages', 'PRE_LOAD_V']); df.to_parquet('$OUT/llama_exhaustive.parquet'); print('exhaustive rows', len(df), df.problem_key.nunique(), 'keys')"
+    rm -f "$OUT/exh_0.parquet"
+    CUDA_VISIBLE_DEVICES=0 sweep llama-1gpu 200 --compile-workers 31
+    CUDA_VISIBLE_DEVICES=0,1 sweep llama-2gpu 170 --compile-workers 31
+    (cd "$OUT" && tar -czf run7_x4b.tar.gz --exclude run7_x4b.tar.gz ./* && find . -type f ! -name run7_x4b.tar.gz ! -name env.txt -delete) ;;
 esac

@@ -28,6 +28,7 @@ from collections import OrderedDict
 
 import ray
 
+from raytune_attn.compile_pool import specialization
 from raytune_attn.sweep import simulate
 
 TRITON_CACHE_DEFAULT = "~/.cache/raytune-attn/triton"
@@ -55,13 +56,6 @@ def fake_device(accel_type: str) -> dict | None:
     vendor, arch, name = (spec.split(":", 2) + ["", ""])[:3]
     return {"vendor": vendor, "arch": arch, "name": name or accel_type, "accelerator_type": accel_type,
             "runtime_version": "", "driver": "fake"}
-
-
-def specialization(problem, config: dict) -> tuple:
-    """What Triton compiles a distinct binary for: the config and the problem's compile-time constants (head dim,
-    causal, varlen, dtype, grouped heads); sequence lengths, batch and head counts are run-time arguments."""
-    return (tuple(sorted(config.items())), problem.head_dim, problem.causal, problem.varlen, problem.dtype,
-            problem.hq == problem.hkv)
 
 
 def _matches(config: dict, subset: dict) -> bool:
