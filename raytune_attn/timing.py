@@ -1,4 +1,14 @@
-"""GPU timing: medians of event-timed runs with the L2 cache flushed between them (`triton.testing.do_bench`)."""
+"""GPU timing: medians of event-timed runs with the L2 cache flushed before each run and the host's launch latency
+kept out of the measurement.
+
+Triton's `do_bench` records the start event, then the host launches the kernel. When the host needs longer to
+launch than the GPU needs for the flush before it, the GPU idles between the start event and the kernel, and that
+idle time is measured as kernel time. On an H200 a varlen launch from a busy Ray actor took 60-75 us while the
+kernels of the small Llama prefill keys run in 15-20 us: every config of such a problem measured the same host
+latency, and the search ranked noise. Here a spin on the GPU (`torch.cuda._sleep`) is queued after the flush and
+before the start event, so the host has queued the kernel by the time the spin ends: the events bracket the kernel
+alone, whatever the host's speed.
+"""
 
 from __future__ import annotations
 
@@ -7,20 +17,64 @@ from collections.abc import Callable
 
 import torch
 
+# GPU cycles to spin before each timed run: 300k cycles are 150 us at the H100/H200 boost clock (1.98 GHz), longer
+# at lower clocks, against the 60-75 us launch latency seen from a loaded Ray actor.
+SPIN_CYCLES = 300_000
+MIN_REPS = 5  # a rung of a few milliseconds still takes a median of several runs for a kernel that long
+
+
+def rep_count(est_ms: float, rep_ms: float, per_run_overhead_ms: float) -> int:
+    """Timed runs for a budget of `rep_ms` of GPU time, each run costing the kernel plus the flush and the spin."""
+    return max(MIN_REPS, int(rep_ms / max(est_ms + per_run_overhead_ms, 1e-6)))
+
 
 def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float = 50) -> float:
-    """Median time of `fn` in milliseconds. On a GPU: CUDA events, L2 flushed before each run. In the
-    interpreter: wall clock of a few runs (not representative of any GPU)."""
+    """Median time of `fn` in milliseconds. On a GPU: CUDA events around each run, L2 flushed and the host's
+    launch latency hidden before each run (see the module doc). In the interpreter: wall clock of a few runs (not
+    representative of any GPU)."""
     if torch.cuda.is_available():
-        import triton.testing
-
-        return float(triton.testing.do_bench(fn, warmup=warmup_ms, rep=rep_ms, return_mode="median"))
+        return _gpu_median_ms(fn, warmup_ms, rep_ms)
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return sorted(times)[1]
+
+
+def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float) -> float:
+    import triton
+
+    cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()  # larger than L2
+    fn()
+    torch.cuda.synchronize()
+    # Estimate one run, and what the flush and the spin add, from back-to-back runs.
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a.record()
+    for _ in range(5):
+        fn()
+    b.record()
+    c = torch.cuda.Event(enable_timing=True)
+    cache.zero_()
+    torch.cuda._sleep(SPIN_CYCLES)
+    c.record()
+    torch.cuda.synchronize()
+    est = a.elapsed_time(b) / 5
+    overhead = b.elapsed_time(c)
+    for _ in range(max(1, int(warmup_ms / max(est, 1e-6)))):
+        fn()
+    n = rep_count(est, rep_ms, overhead)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for s, e in zip(starts, ends, strict=True):
+        cache.zero_()
+        torch.cuda._sleep(SPIN_CYCLES)
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
+    return float(times[len(times) // 2])
 
 
 def tflops(flops: float, ms: float) -> float:

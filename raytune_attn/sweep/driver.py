@@ -59,7 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--no-early-stop", action="store_true", help="run every config through every rung (FIFO)")
     ap.add_argument("--rungs", default="10,30,60", help="milliseconds of repetitions per timing rung")
     ap.add_argument("--reduction-factor", type=float, default=2.0, help="ASHA reduction factor")
-    ap.add_argument("--top-k", type=int, default=3, help="configs per search re-measured before naming the winner")
+    ap.add_argument("--top-k", type=int, default=4, help="configs per search re-measured before naming the winner")
     ap.add_argument("--final-rep-ms", type=float, default=200.0, help="repetitions (ms) of the final re-measure")
     ap.add_argument("--trials-per-gpu", type=int, default=None, help="trials in flight per GPU; their compiles run "
                     "ahead, so it bounds how far compilation gets ahead of the GPU (default 16 with a GPU, 3 without)")
@@ -385,7 +385,9 @@ def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
     n_rungs = len(args.rungs_ms)
     jobs = []
     for _key, s in by_key.items():
-        mine = [r for r in rows if r["kind"] == "trial" and r["status"] == "ok" and r.get("tflops")
+        # Candidates include trials that early stopping ended: a rung of a few runs is noisy, and a config stopped
+        # on one unlucky rung may still be the best; the longer re-measure decides.
+        mine = [r for r in rows if r["kind"] == "trial" and r["status"] in ("ok", "stopped") and r.get("tflops")
                 and _problem(s.problem).key == r["problem_key"]
                 and str(r["accelerator_type"]) == s.accel]
         mine.sort(key=lambda r: -float(r["tflops"]))

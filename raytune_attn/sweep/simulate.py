@@ -67,9 +67,12 @@ class SimulatedGPU:
         if not math.isfinite(tf):
             out.update(status="invalid", reason="failed in the recorded landscape")
             return out
-        busy_ms = (self.check_ms if check else 0.0) + min(rep_ms, 10) + rep_ms  # check, warm-up, repetitions
-        time.sleep(busy_ms / 1e3)
+        from raytune_attn.timing import MIN_REPS
+
         ms = problem_flops / (tf * 1e12) * 1e3
+        # check, warm-up, repetitions (at least MIN_REPS runs of a kernel longer than the rung's budget)
+        busy_ms = (self.check_ms if check else 0.0) + min(rep_ms, 10) + max(rep_ms, MIN_REPS * ms)
+        time.sleep(busy_ms / 1e3)
         out.update(latency_ms=ms, tflops=tf, bench_s=busy_ms / 1e3, rel_err=0.0)
         return out
 
