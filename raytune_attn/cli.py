@@ -113,7 +113,8 @@ def replay_cmd(
     landscape: str = typer.Option(..., "--landscape", help="Parquet file: one row per config (or per trial)."),
     searcher: list[str] = typer.Option(None, "--searcher", help="gp, random or grid (repeatable; default gp, random)."),
     budget: int = typer.Option(40, "--budget", help="Evaluations per run."),
-    seeds: int = typer.Option(10, "--seeds", help="Runs per searcher (seeds 0..N-1)."),
+    seeds: int = typer.Option(10, "--seeds", help="Runs per searcher (seeds S..S+N-1)."),
+    seed_start: int = typer.Option(0, "--seed-start", help="First seed S (another set of runs: e.g. 10)."),
     objective: str = typer.Option("tflops", "--objective", help="Objective column, higher is better; NaN = failed."),
     params: list[str] = typer.Option(None, "--params", help="Parameter columns (repeatable; default: all but known)."),
     select: list[str] = typer.Option(None, "--select", help="Keep rows with COLUMN=VALUE (repeatable)."),
@@ -123,7 +124,8 @@ def replay_cmd(
     """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best."""
     from raytune_attn.search.replay import replay_command
 
-    print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, objective=objective,
+    print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, seed_start=seed_start,
+                         objective=objective,
                          params=params or [], select=select or [], concurrency=concurrency, json_out=json_out))
     if json_out:
         print(f"wrote {json_out}")

@@ -176,6 +176,52 @@ def test_warm_start_fills_missing_knob_columns(tmp_path):
 
 def test_suggest_latency_is_recorded(land):
     s = make_searcher("gp", land.space, seed=0)
-    drive(s, 10, value=lambda c: land.value(c) if np.isfinite(land.value(c)) else None)
-    assert len(s.timings) == 10 - s.n_initial
+    n_design = len(s._design)
+    drive(s, n_design + 4, value=lambda c: land.value(c) if np.isfinite(land.value(c)) else None)
+    assert len(s.timings) == 4
     assert all(t > 0 for _, t in s.timings)
+
+
+def test_gp_screens_the_default_then_moves_along_coupled_knobs(land):
+    """The initial design is the default and its adjacent one-knob neighbours; local moves add coupled steps."""
+    default = {"BLOCK_M": 128, "BLOCK_N": 64, "PRE_LOAD_V": False, "num_warps": 8, "num_stages": 2}
+    s = make_searcher("gp", land.space, seed=0, head_dim=128)
+    other = make_searcher("gp", land.space, seed=1, head_dim=128)
+    assert len(s._design) == 9 and s._design[0] == other._design[0] == s._index[land.space.key(default)]
+    assert sorted(s._design) == sorted(other._design) and s._design != other._design  # seeded order
+    idx = lambda c: np.array([p.values.index(c[p.name]) for p in land.space.params])  # noqa: E731
+    for j in s._design[1:]:
+        step = idx(s.candidates[j]) - idx(default)
+        assert (step != 0).sum() == 1 and np.abs(step).max() == 1
+    lhs = make_searcher("gp", land.space, seed=0, screen_default=False)
+    assert len(lhs._design) == lhs.n_initial and lhs._design[0] == s._design[0]
+    # Local moves from a measured config: one knob to any value, or one step of both knobs of a coupled pair.
+    s = make_searcher("gp", land.space, seed=0, n_initial=0)
+    i = s._index[land.space.key(default)]
+    s._scores[i] = 1.0
+    near = {land.space.key(s.candidates[j]) for j in s._neighbours(np.delete(np.arange(len(s.candidates)), i))}
+    key = lambda **kw: land.space.key({**default, **kw})  # noqa: E731
+    assert key(num_stages=8) in near and key(BLOCK_M=64) in near
+    assert key(BLOCK_M=256, num_warps=4) in near and key(BLOCK_M=64, num_warps=4) in near
+    assert key(BLOCK_N=128, num_stages=1) in near and key(BLOCK_N=32, num_stages=4) in near
+    assert key(BLOCK_M=256, BLOCK_N=128) not in near and key(num_warps=4, num_stages=4) not in near
+    assert key(BLOCK_M=64, num_warps=2) not in near  # two steps of one knob of the pair
+    plain = make_searcher("gp", land.space, seed=0, n_initial=0, coupled=())
+    plain._scores[i] = 1.0
+    assert len(plain._neighbours(np.delete(np.arange(len(s.candidates)), i))) < len(near)
+
+
+def test_gp_derived_features(land):
+    """Opt-in derived inputs: extra [0, 1] columns after the encoding; the initial design is unchanged."""
+    plain = make_searcher("gp", land.space, seed=3)
+    s = make_searcher("gp", land.space, seed=3, features=("rows_per_warp", "kv_pipeline"))
+    assert s.features.names == ["rows_per_warp", "kv_pipeline"]
+    assert s._X.shape[1] == plain._X.shape[1] + 2
+    assert s._X.min() >= 0 and s._X.max() <= 1
+    assert s._design == plain._design
+    val = lambda c: land.value(c) if np.isfinite(land.value(c)) else None  # noqa: E731
+    assert drive(s, 10, value=val) == drive(make_searcher("gp", land.space, seed=3, features=("rows_per_warp",
+                                                                                               "kv_pipeline")),
+                                            10, value=val)  # fmt: skip
+    with pytest.raises(ValueError, match="unknown derived feature"):
+        make_searcher("gp", land.space, features=("nope",))

@@ -14,8 +14,11 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
 * Acquisition: the space is discrete and small (at most ~10^4 feasible configs), so the expected improvement is
   evaluated exactly at every unmeasured, not-in-flight candidate, instead of skopt's continuous optimizer whose
   optimum must be rounded back onto the grid (and may land on a measured or infeasible config).
-* Initial design: `n_initial` configs spread over the space by a Latin hypercube in the encoded coordinates,
-  each snapped to the nearest free candidate (seeded, so deterministic).
+* Initial design: the kernel's default config for the problem's head dim and its adjacent one-knob neighbours
+  (each knob one value up or down; 8 or 9 configs in the study's space), a one-factor-at-a-time screening that
+  measures every knob's effect where tuning starts. Latin-hypercube points in the encoded coordinates, each
+  snapped to the nearest free candidate, make up `n_initial` configs when that is fewer (or when the space lacks
+  the default). Seeded, so deterministic.
 * Concurrency: configs in flight are added to the GP as "constant liar" observations (the mean of the observed
   scores), which collapses the posterior variance there, so parallel suggestions spread out.
 * Bounded cost: the kernel hyperparameters (Matern 5/2 with one length scale per input, a constant and a white
@@ -25,15 +28,21 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   10th after) and at most `max_refits` times. In between,
   the GP is only re-conditioned on the new data with the last hyperparameters: one Cholesky of an n x n matrix,
   milliseconds at n = 200. Each suggestion's seconds are recorded in `timings` (see latency.py).
-* Start and local steps: the initial design begins with the kernel's default config for the problem's head
-  dim. After it, each model-based pick takes the unmeasured config that differs in one knob from one of the three
-  best measured configs and has the highest posterior mean; global EI over every candidate takes over once that
-  neighbourhood is exhausted. On the recorded H100 landscapes, global EI alone kept probing poorly modelled
-  corners and did no better than random search (docs/search.md).
+* Local steps (a trust region): after the design, each model-based pick takes the unmeasured config with the
+  highest posterior mean among the moves from one of the three best measured configs. A move changes one knob,
+  or steps both knobs of a coupled pair (BLOCK_M with num_warps, BLOCK_N with num_stages: the knobs of each
+  derived feature in features.py) one value at once, which joins optima that one-knob moves cannot (64-row tiles
+  with 4 warps and 128-row tiles with 8). Global EI over every candidate takes over once that neighbourhood is
+  exhausted. On the recorded H100 landscapes, global EI alone kept probing poorly modelled corners and did no
+  better than random search (docs/search.md).
+* Derived inputs (opt-in, `features=("rows_per_warp", "kv_pipeline")`, see features.py): log2(BLOCK_M /
+  num_warps) and log2(BLOCK_N * num_stages) as extra GP inputs. Off by default: with the screening design and
+  the coupled moves, rows_per_warp changed nothing on the recorded landscapes and both together cost D=64 two
+  evaluations (docs/search.md, "What was tried for issue 3").
 * Warm start: results of an earlier sweep (another shape or GPU) enter as extra observations. Their log scores
   are shifted by the median difference to this sweep's measurements on the configs both measured (0 before any
   overlap), and a config's own measurement replaces its warm value. With `n_initial` or more warm successes, the
-  random initial design is skipped.
+  initial design (screening and Latin hypercube) is skipped.
 
 The skopt pieces used: the Space/dimensions and their transform, skopt's GaussianProcessRegressor and its
 Expected Improvement function (`skopt.acquisition.gaussian_ei`).
@@ -44,7 +53,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +66,7 @@ from skopt.learning.gaussian_process.kernels import ConstantKernel, Matern, Whit
 from raytune_attn.config import default_config
 from raytune_attn.search.base import DiscreteSearcher
 from raytune_attn.search.encoding import Encoding
+from raytune_attn.search.features import FEATURES, DerivedFeatures
 from raytune_attn.search.landscape import Landscape, read_table, table_values
 
 
@@ -80,7 +90,10 @@ class GPSearcher(DiscreteSearcher):
         local_every: int = 1,
         local_knobs: int = 1,
         seed_default: bool = True,
+        screen_default: bool = True,
         local_top: int = 3,
+        coupled: Sequence[tuple[str, str]] | None = None,
+        features: tuple[str, ...] | list[str] = (),
         head_dim: int = 128,
         warm_start: Any = None,
         **kw,
@@ -93,12 +106,18 @@ class GPSearcher(DiscreteSearcher):
         self.min_length_scale, self.max_fit_points = float(min_length_scale), int(max_fit_points)
         self.floor_ratio = float(floor_ratio)
         self.encoding = Encoding(self.space)
-        self._X = self.encoding.transform(self.candidates)
+        self.features = DerivedFeatures(self.space, self.candidates, tuple(features))
+        self._X_design = self.encoding.transform(self.candidates)  # the initial design spreads over the knobs
+        self._X = self._inputs(self.candidates)
         # Each candidate as value indices, one column per knob: "differs in one knob" without encoding details.
         self._cat = np.array([[p.values.index(c[p.name]) for p in self.space.params] for c in self.candidates])
         self.local_every, self.local_knobs = int(local_every), int(local_knobs)
-        self.seed_default, self.head_dim = bool(seed_default), int(head_dim)
+        self.seed_default, self.screen_default, self.head_dim = bool(seed_default), bool(screen_default), int(head_dim)
         self.local_top = int(local_top)
+        # Coupled knob pairs (default: the two knobs of each derived feature, features.py) as column pairs of _cat.
+        names = [p.name for p in self.space.params]
+        pairs = [k for k, _ in FEATURES.values()] if coupled is None else [tuple(pair) for pair in coupled]
+        self._pairs = [(names.index(a), names.index(b)) for a, b in pairs if a in names and b in names]
         self._warm: list[tuple[np.ndarray, tuple | None, float | None]] = []  # (x, candidate key or None, score)
         self.timings: list[tuple[int, float]] = []  # (observations told, seconds) per model-based suggestion
         self._reset()
@@ -111,6 +130,10 @@ class GPSearcher(DiscreteSearcher):
         self._refit_at, self._n_refits = -1, 0
         self._design = self._initial_design()
 
+    def _inputs(self, configs) -> np.ndarray:
+        """GP inputs: the space's encoding, then the derived features (features.py)."""
+        return np.hstack([self.encoding.transform(configs), self.features.transform(configs)])
+
     # ---- objective scale ---------------------------------------------------------------------------------------
     def _score(self, value: float | None) -> float | None:
         if value is None:
@@ -122,16 +145,21 @@ class GPSearcher(DiscreteSearcher):
 
     # ---- initial design -----------------------------------------------------------------------------------------
     def _initial_design(self) -> list[int]:
-        """The kernel's default config for this head dim (when the space holds it), then Latin hypercube points
-        in [0, 1]^d, each snapped to the nearest candidate not chosen yet.
+        """The kernel's default config for this head dim (when the space holds it) and its adjacent one-knob
+        neighbours, in a seeded order; then Latin hypercube points in [0, 1]^d up to `n_initial` configs, each
+        snapped to the nearest candidate not chosen yet.
 
         The default is what a user runs without tuning, so the search must beat it anyway; measuring it first
         also starts the local steps from a config that is good on every GPU we measured instead of from a random
-        corner (on the recorded H100 landscapes the best config is one knob away from it).
+        corner. Its adjacent neighbours (each knob one value up or down, the others at the default) are a
+        one-factor-at-a-time screening design: they measure every knob's local effect, so the first model-based
+        picks combine the moves that helped instead of guessing from a few random points (on the recorded H100
+        landscapes, a GP fitted to the default and 14 random configs ranked the best config only 27th and 74th of
+        ~435 by its mean; docs/search.md).
         """
         n = min(self.n_initial, len(self.candidates))
         rng = np.random.default_rng(self.seed)
-        d = self._X.shape[1]
+        d = self._X_design.shape[1]
         if n == 0 or d == 0:
             return list(range(n))
         chosen: list[int] = []
@@ -140,13 +168,18 @@ class GPSearcher(DiscreteSearcher):
             default = default_config(self.head_dim)
             key = self._key_or_none({p.name: default.get(p.name) for p in self.space.params})
             if key is not None and key in self._index:
-                chosen.append(self._index[key])
-                free[self._index[key]] = False
-        n -= len(chosen)
+                i0 = self._index[key]
+                chosen.append(i0)
+                if self.screen_default:
+                    step = self._cat - self._cat[i0]
+                    adjacent = np.flatnonzero(((step != 0).sum(axis=1) == 1) & (np.abs(step).max(axis=1) == 1))
+                    chosen += [int(j) for j in rng.permutation(adjacent)]
+                free[chosen] = False
+        n = max(n - len(chosen), 0)
         strata = np.stack([rng.permutation(n) for _ in range(d)], axis=1)
         pts = (strata + rng.random((n, d))) / n
         for p in pts:
-            dist = np.where(free, ((self._X - p) ** 2).sum(axis=1), np.inf)
+            dist = np.where(free, ((self._X_design - p) ** 2).sum(axis=1), np.inf)
             j = int(np.argmin(dist))
             chosen.append(j)
             free[j] = False
@@ -163,7 +196,7 @@ class GPSearcher(DiscreteSearcher):
         added = 0
         for cfg, value in pairs:
             try:
-                x = self.encoding.transform([cfg])[0]
+                x = self._inputs([cfg])[0]
             except (KeyError, ValueError):
                 continue  # a knob value outside this space
             if not self.space.contains(cfg):
@@ -294,19 +327,28 @@ class GPSearcher(DiscreteSearcher):
         return j
 
     def _neighbours(self, available: np.ndarray) -> np.ndarray | None:
-        """Unmeasured candidates that differ from the best measured config in exactly one knob.
+        """Unmeasured candidates one move away from one of the `local_top` best measured configs.
 
-        Kernel landscapes are rugged globally but locally structured: the best configs sit next to other good
-        ones (one more stage, twice the warps). Spending every other pick on the incumbent's neighbourhood, ranked
-        by the same acquisition, is a trust region for a discrete space: it climbs to the local optimum in a few
-        steps where global expected improvement keeps probing far, poorly modelled corners.
+        A move changes one knob (to any of its values), or steps each knob of a coupled pair (BLOCK_M with
+        num_warps, BLOCK_N with num_stages) one value up or down at once. Kernel landscapes are rugged globally
+        but locally structured: the best configs sit next to other good ones (one more stage, twice the warps).
+        This neighbourhood is a trust region for a discrete space: it climbs to a local optimum in a few steps
+        where global expected improvement keeps probing far, poorly modelled corners. The coupled moves connect
+        optima that one-knob moves cannot: 64 x 64 tiles with 4 warps and 128 x 64 with 8 hold the same 16 query
+        rows per warp, and on the recorded H100 landscapes each is a one-knob local optimum (128-row tiles with 4
+        warps use all 255 registers per thread; 64-row tiles with 8 warps run at half the speed).
         """
         measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
         if not measured:
             return None
+        rows = self._cat[available]
         near = np.zeros(len(available), dtype=bool)
         for _, i in measured[: self.local_top]:
-            near |= (self._cat[available] != self._cat[i]).sum(axis=1) <= self.local_knobs
+            step = rows - self._cat[i]
+            changed = (step != 0).sum(axis=1)
+            near |= changed <= self.local_knobs
+            for a, b in self._pairs:
+                near |= (changed == 2) & (np.abs(step[:, a]) == 1) & (np.abs(step[:, b]) == 1)
         return available[near]
 
     # ---- state --------------------------------------------------------------------------------------------------

@@ -2,8 +2,9 @@
 
 Each searcher is driven through the same Ray Tune Searcher interface as a live sweep (`suggest`, then
 `on_trial_complete` with the recorded value, or `error=True` for a failed config), `budget` evaluations per run,
-one run per seed. For each run we record after how many evaluations the best value found first reaches 95% and
-98% of the landscape's best (budget + 1 when it never does within the budget), and the best value found.
+one run per seed (`seed_start` .. `seed_start + seeds - 1`). For each run we record after how many evaluations the
+best value found first reaches 95% and 98% of the landscape's best (budget + 1 when it never does within the
+budget), and the best value found.
 With `concurrency` > 1, the searcher is asked for that many configs before any of them is told (a batch of
 parallel trials), as Ray Tune does with concurrent trials.
 """
@@ -71,17 +72,20 @@ def replay(
     *,
     budget: int = 40,
     seeds: int = 10,
+    seed_start: int = 0,
     concurrency: int = 1,
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> dict[str, dict]:
     """Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...}, "best_at_budget": {"median"}}."""
     if budget < 1 or seeds < 1:
         raise ValueError("--budget and --seeds must be at least 1")
+    if seed_start < 0:
+        raise ValueError("--seed-start must be at least 0")
     best = landscape.best
     out = {}
     for name in searchers:
         runs = []
-        for seed in range(seeds):
+        for seed in range(seed_start, seed_start + seeds):
             opts = dict((options or {}).get(name, {}))
             if name == "gp" and landscape.head_dim is not None:
                 opts.setdefault("head_dim", landscape.head_dim)  # the GP starts from the default config
@@ -119,6 +123,7 @@ def replay_command(
     *,
     budget: int = 40,
     seeds: int = 10,
+    seed_start: int = 0,
     objective: str = "tflops",
     params: Sequence[str] | None = None,
     select: Sequence[str] = (),
@@ -133,7 +138,36 @@ def replay_command(
             raise ValueError(f"--select takes COLUMN=VALUE, got {item!r}")
         sel[col] = val
     land = load_landscape(landscape, objective=objective, params=list(params) or None, select=sel)
-    summary = replay(land, list(searchers) or ["gp", "random"], budget=budget, seeds=seeds, concurrency=concurrency)
+    names = list(searchers) or ["gp", "random"]
+    summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency)
     if json_out:
         Path(json_out).write_text(json.dumps(summary, indent=2) + "\n")
     return format_table(summary, land)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m raytune_attn.search.replay`: `raytune-attn replay` with `--seed-start` (other seed ranges)."""
+    import argparse
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--landscape", required=True, help="Parquet file: one row per config (or per trial)")
+    ap.add_argument("--searcher", action="append", default=[], help="gp, random or grid (repeatable)")
+    ap.add_argument("--budget", type=int, default=40, help="evaluations per run")
+    ap.add_argument("--seeds", type=int, default=10, help="runs per searcher")
+    ap.add_argument("--seed-start", type=int, default=0, help="first seed (runs use seed-start .. seed-start+seeds-1)")
+    ap.add_argument("--objective", default="tflops", help="objective column, higher is better; NaN = failed")
+    ap.add_argument("--params", action="append", default=[], help="parameter columns (repeatable)")
+    ap.add_argument("--select", action="append", default=[], help="keep rows with COLUMN=VALUE (repeatable)")
+    ap.add_argument("--concurrency", type=int, default=1, help="configs asked for before any is told")
+    ap.add_argument("--json", dest="json_out", default=None, help="write the summary as JSON here")
+    a = ap.parse_args(argv)
+    print(replay_command(a.landscape, a.searcher, budget=a.budget, seeds=a.seeds, seed_start=a.seed_start,
+                         objective=a.objective, params=a.params, select=a.select, concurrency=a.concurrency,
+                         json_out=a.json_out))  # fmt: skip
+    if a.json_out:
+        print(f"wrote {a.json_out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

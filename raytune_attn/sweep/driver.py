@@ -229,7 +229,9 @@ def run(args) -> dict:
                 arch = space.arch if space.arch in ARCHS else inf[0]["arch"]
                 pre = Prefilter.for_arch(arch, head_dim=p.head_dim, dtype_bytes=_dtype_bytes(p.dtype)) \
                     if arch in ARCHS else None
-                s = make_searcher(args.searcher, space, seed=args.seed, prefilter=pre)
+                # The GP starts from the kernel's default config for this head dim and screens its neighbours.
+                opts = {"head_dim": p.head_dim} if args.searcher == "gp" else {}
+                s = make_searcher(args.searcher, space, seed=args.seed, prefilter=pre, **opts)
                 # A type's in-flight trials are shared by its searches: a GP search with many configs in flight
                 # picks them against lies (constant liar), so each search gets its share, at least 2.
                 share = max(2, -(-len(actors[accel]) * per_gpu // len(problems)))
