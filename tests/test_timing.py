@@ -1,0 +1,24 @@
+"""Timing: the run count per rung (GPU path) and the interpreter's wall-clock median. The GPU path itself (the
+spin that hides the host's launch latency) runs on the GPU machines only; its effect is recorded in
+docs/benchmarks/README.md, run 7."""
+
+import pytest
+import torch
+
+from raytune_attn.timing import MIN_REPS, median_ms, rep_count, tflops
+
+
+def test_rep_count_spends_the_rung_budget_and_never_fewer_than_min_reps():
+    # A 20 us kernel with 0.2 ms of flush and spin per run: a 10 ms rung is 45 runs, which together take ~10 ms.
+    n = rep_count(0.02, 10.0, 0.2)
+    assert n == 45 and n * (0.02 + 0.2) == pytest.approx(10.0, rel=0.02)
+    # A kernel longer than the rung still gets a median of MIN_REPS runs.
+    assert rep_count(16.0, 10.0, 0.2) == MIN_REPS
+    assert rep_count(0.5, 200.0, 0.2) == int(200 / 0.7)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter path")
+def test_cpu_median_is_the_middle_of_three_runs():
+    calls = []
+    assert median_ms(lambda: calls.append(1)) >= 0.0 and len(calls) == 3
+    assert tflops(2e12, 1000.0) == pytest.approx(2.0)
