@@ -54,7 +54,9 @@ class Workload:
             self._checked[key] = cfg
         return cfg
 
-    def _launch(self, config: dict, **kw):
+    def run(self, config: dict, **kw) -> torch.Tensor:
+        """One launch of the kernel with `config` (what the benchmarks time): the same kernel call as
+        `raytune_attn.attention` / `varlen_attention`, without their per-call input checks."""
         p = self.problem
         varlen = {}
         if p.varlen:
@@ -62,14 +64,9 @@ class Workload:
                           max_seqlen_k=p.seqlen_k)
         return flash_attn_fwd(self.q, self.k, self.v, self._config(config), causal=p.causal, **varlen, **kw)
 
-    def run(self, config: dict, **kw) -> torch.Tensor:
-        """One launch of the kernel with `config` (what the benchmarks time): the same kernel call as
-        `raytune_attn.attention` / `varlen_attention`, without their per-call input checks."""
-        return self._launch(config, **kw)
-
     def compile(self, config: dict):
         """Validate `config` for this workload and compile it without launching; raises InvalidConfig."""
-        return self._launch(config, compile_only=True)
+        return self.run(config, compile_only=True)
 
 
 def make_workload(problem: Problem, device: str | torch.device = "cuda", seed: int = 0) -> Workload:
