@@ -56,9 +56,13 @@ def measure_problem(problem: Problem, configs: list[dict], pool: CompilePool, *,
     info = detect()
     base = {"gpu": info.name, "arch": info.arch, "problem_key": problem.key, **problem.to_dict(),
             "triton": __import__("triton").__version__, "torch": torch.__version__}
-    known = [c for c in configs if specialization(problem, c) in failures]
-    fresh = [c for c in configs if specialization(problem, c) not in failures]
-    remembered = (CompileResult(problem.key, c, *failures[specialization(problem, c)], 0.0) for c in known)
+    remembered, fresh = [], []
+    for c in configs:
+        failed = failures.get(specialization(problem, c))
+        if failed:
+            remembered.append(CompileResult(problem.key, c, *failed, 0.0))
+        else:
+            fresh.append(c)
     for res in itertools.chain(remembered, pool.compile(problem, fresh)):
         if res.status != "ok":
             failures.setdefault(specialization(problem, res.config), (res.status, res.reason))

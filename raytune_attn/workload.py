@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from raytune_attn.api import _check_fits, _vendor
-from raytune_attn.config import validate_config
+from raytune_attn.api import _check_fits, _validated
 from raytune_attn.inputs import check_dense, check_varlen
 from raytune_attn.kernels.flash_attn import flash_attn_fwd
 from raytune_attn.problem import Problem
@@ -49,7 +48,7 @@ class Workload:
         key = tuple(sorted(config.items()))
         cfg = self._checked.get(key)
         if cfg is None:
-            cfg = validate_config(config, head_dim=self.q.shape[-1], vendor=_vendor(self.q))
+            cfg = _validated(config, self.q)
             _check_fits(cfg, self.q, self.k, self.v)  # TMA alignment included: the inputs never move
             self._checked[key] = cfg
         return cfg
