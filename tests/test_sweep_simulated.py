@@ -58,7 +58,7 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
         "defaults: {hq: 32, hkv: 8, head_dim: 128, causal: true, dtype: bfloat16, varlen: true}\n"
         "problems:\n  - {batch: 4, seqlen: 256}\n  - {batch: 8, seqlen: 512}\n")
     out = tmp_path / "out"
-    rc = main(["--address", fake_gpu_cluster.address, "--problems", str(problems), "--searcher", "random",
+    rc = main(["--address", fake_gpu_cluster.address, "--problems", str(problems), "--searcher", "gp",
                "--budget", "8", "--space", str(ROOT / "search_spaces/nvidia/sm90_study.yaml"), "--out", str(out),
                "--no-mlflow", "--compile-workers", "2", "--trials-per-gpu", "4", "--rungs", "2,4",
                "--final-rep-ms", "4"])
@@ -73,9 +73,11 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
             assert not math.isfinite(want)
         else:
             assert r["tflops"] == pytest.approx(want)
-    # Both searches use seed 0 over the same space: the same configs, compiled once for both problems.
-    by_cfg = trials.groupby(KNOBS)["compile_s"].agg(["count", "min"])
-    assert (by_cfg["count"] == 2).all() and (by_cfg["min"] == 0.0).all()
+    # Both GP searches start from the same screening design (in their own seeded orders): the configs both measured
+    # were compiled once for both problems (or ahead by the sweep's prefetch), never once per problem.
+    by_cfg = trials.groupby(KNOBS)["compile_s"].agg(["count", lambda c: int((c > 0).sum())])
+    by_cfg.columns = ["count", "paid"]
+    assert (by_cfg["count"] == 2).sum() >= 4 and (by_cfg["paid"] <= 1).all()
     s = json.loads((out / "summary.json").read_text())
     assert 0 < s["gpu_busy_fraction"] <= 1 and s["overhead_per_trial_s"] >= 0
     assert s["idle_pipeline_s"] + s["idle_compile_bound_s"] + s["lease_run_s"] <= s["tune_wall_s"] * 1.05

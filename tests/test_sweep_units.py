@@ -141,3 +141,88 @@ def test_cancelled_suggestion_is_free_again_and_resume_cancels_a_pending_ask(tmp
     r.restore(str(tmp_path / "ckpt"))
     assert pending_inner not in r.searches["CPU/0"].searcher.get_state()["live"]
     assert r.searches["CPU/0"].pending is None and r.searches["CPU/0"].suggested == 1
+
+
+class _RecordingCompiler:
+    """Stands in for a CompileActor handle: records what `.compile.remote(problem, config)` was asked."""
+
+    def __init__(self):
+        self.calls = []
+        self.compile = self
+
+    def remote(self, problem, config):
+        self.calls.append((problem, config))
+
+
+def test_prefetch_compiles_each_design_binary_once_per_node_in_design_order():
+    from raytune_attn.compile_pool import specialization
+    from raytune_attn.problem import Problem
+    from raytune_attn.sweep.driver import _prefetch_designs
+
+    space = load_space("nvidia/sm90_study")
+    big = {**P1, "head_dim": 128, "dtype": "bfloat16"}
+    # Two problems that share binaries (sizes differ), one that does not (causal differs), each its own seed.
+    probs = [big, {**big, "batch": 4, "seqlen_q": 256, "seqlen_k": 256}, {**big, "causal": False}]
+    searches = [Search(f"H100/{i}", "H100", p, make_searcher("gp", space, seed=i, head_dim=128), budget=30,
+                       max_concurrent=2) for i, p in enumerate(probs)]
+    designs = [s.searcher.design_configs() for s in searches]
+    assert len(designs[0]) >= 6 and sorted(map(str, designs[0])) == sorted(map(str, designs[1]))
+    nodes = {"n1": _RecordingCompiler(), "n2": _RecordingCompiler()}
+    groups = {"H100": [{"node_id": "n1", "gpus": 1}, {"node_id": "n2", "gpus": 1}]}
+    n = _prefetch_designs(searches, nodes, groups)
+    for c in nodes.values():
+        keys = [specialization(Problem.from_dict(p), cfg) for p, cfg in c.calls]
+        assert len(keys) == len(set(keys)) == n  # every binary once on each node
+        want = {specialization(Problem.from_dict(s.problem), cfg)
+                for s, d in zip(searches, designs, strict=True) for cfg in d}
+        assert set(keys) == want
+        assert c.calls[0][1] == designs[0][0]  # position-major: every search's first config comes first
+    assert n == len(designs[0]) + len(designs[2])  # problems 0 and 1 share their binaries
+
+
+def test_start_asks_every_search_its_first_suggestion_ahead():
+    s = _sweep()
+    s.start()
+    firsts = {k: x.pending[1].value for k, x in s.searches.items()}
+    got = [s.suggest(f"t{i}") for i in range(2)]
+    assert {g["search"]: g["config"] for g in got} == firsts
+
+
+class _FakeBench:
+    """A BenchActor handle whose `run.remote(...)` is awaitable and takes `hold` seconds."""
+
+    def __init__(self, name, hold=0.0):
+        self.name, self.hold, self.run = name, hold, self
+
+    def remote(self, problem, config, rung, rep_ms, check):
+        import asyncio
+
+        async def go():
+            await asyncio.sleep(self.hold)
+            return {"status": "ok", "rung": rung, "ran_on": self.name, "compile_s": 0.0, "bench_s": 0.0}
+
+        return go()
+
+
+def test_broker_moves_a_compiled_trial_to_an_idle_gpu_of_its_node_only():
+    import asyncio
+
+    from raytune_attn.sweep.actors import Broker
+
+    async def scenario(nodes):
+        b = Broker.__ray_actor_class__([_FakeBench("g0", hold=0.2), _FakeBench("g1")], [None, None], nodes)
+        i1, _ = await b.assign("t1")
+        i2, _ = await b.assign("t2")
+        i3, _ = await b.assign("t3")  # least loaded: actors 0, 1, 0
+        assert (i1, i2, i3) == (0, 1, 0)
+        busy = asyncio.ensure_future(b.run(0, "t1", {}, {}, 1, 1.0, True))  # holds GPU 0 for 0.2 s
+        await asyncio.sleep(0.01)
+        out = await b.run(i3, "t3", {}, {}, 1, 1.0, True)  # t3 was bound to the busy GPU 0 before compiling
+        later = await b.run(out["actor"], "t3", {}, {}, 2, 1.0, False)  # later rungs stay where rung 1 ran
+        await busy
+        return out, later, list(b.assigned)
+
+    out, later, assigned = asyncio.run(scenario(["n", "n"]))
+    assert out["actor"] == 1 and out["ran_on"] == "g1" and later["ran_on"] == "g1" and assigned == [1, 2]
+    out, _, assigned = asyncio.run(scenario(["n", "m"]))  # another node: its cache lacks the binary, stay
+    assert out["actor"] == 0 and out["ran_on"] == "g0" and assigned == [2, 1]

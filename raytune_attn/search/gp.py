@@ -185,6 +185,10 @@ class GPSearcher(DiscreteSearcher):
             free[j] = False
         return chosen
 
+    def design_configs(self) -> list[dict]:
+        """The configs the initial design will still suggest, in order (a sweep compiles them ahead)."""
+        return [dict(self.candidates[i]) for i in self._design if not self._taken[i]]
+
     # ---- warm start ---------------------------------------------------------------------------------------------
     def add_warm_start(self, source: Any, *, objective: str | None = None, params: list[str] | None = None) -> int:
         """Add earlier results as observations; returns how many configs of this space they cover.

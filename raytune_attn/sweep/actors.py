@@ -227,7 +227,9 @@ class CompileActor:
                 build = self._builds[key] = _Build()
         if not mine:
             build.done.wait()
-            return {**build.out, "compile_s": 0.0, "shared": True}  # built for another problem: a cache load away
+            # Built by another request (another problem's trial, or the sweep's prefetch): a cache load away.
+            # build_s keeps what the binary cost to build, which the searcher learns compile costs from.
+            return {**build.out, "compile_s": 0.0, "build_s": build.out.get("compile_s", 0.0), "shared": True}
         try:
             if self._sim is not None:
                 build.out = self._sim.compile(config, key[1:])
@@ -245,7 +247,7 @@ class CompileActor:
             with self._lock:
                 self._builds.pop(key, None)
         build.done.set()
-        return build.out
+        return {**build.out, "build_s": build.out.get("compile_s", 0.0)}
 
     def close(self):
         while not self._pools.empty():
@@ -258,9 +260,11 @@ class Broker:
     trial costs no thread). A rung is one call from the trial: lease the actor (exclusive, so the trial holds one
     GPU while it measures and a crash is blamed on the config that caused it), run, release."""
 
-    def __init__(self, actors: list, compilers: list):
+    def __init__(self, actors: list, compilers: list, nodes: list | None = None):
         self.actors = list(actors)  # BenchActor handles
         self.compilers = list(compilers)  # CompileActor handle (or None) of each actor's node
+        self.nodes = list(nodes) if nodes is not None else list(range(len(self.actors)))  # each actor's node
+        self.waiting = [0] * len(self.actors)  # trials queued for each actor's lease
         self.assigned = [0] * len(self.actors)
         self.owner: list[str | None] = [None] * len(self.actors)
         self.restarting = [False] * len(self.actors)  # a config killed it: Ray is starting a new one
@@ -273,6 +277,7 @@ class Broker:
         self.running = [0] * n
         self.seconds = [{"run": 0.0, "compile": 0.0, "pipeline": 0.0} for _ in range(n)]
         self._since = [None] * n  # None until the first trial arrives: start-up is not the sweep's overhead
+        self.first: dict[str, float | None] = {"assign": None, "rung": None}  # when the first trial came, ran
 
     def _events(self):
         if not self._free:
@@ -292,6 +297,7 @@ class Broker:
     async def assign(self, trial_id: str = "") -> tuple:
         """The least-loaded actor for a new trial: (index, compile actor handle of its node or None)."""
         i = min(range(len(self.actors)), key=lambda j: self.assigned[j])
+        self.first["assign"] = self.first["assign"] or time.time()
         self._account(i)
         self.assigned[i] += 1
         self.compiling[i].add(trial_id)
@@ -307,12 +313,36 @@ class Broker:
             self._account(i)
         return [dict(x) for x in self.seconds]
 
+    async def firsts(self) -> dict:
+        """Wall-clock times (time.time()) of the first trial's arrival and of its first rung."""
+        return dict(self.first)
+
     async def acquire(self, i: int, trial_id: str) -> None:
         ev = self._events()[i]
-        while not ev.is_set() and self.owner[i] != trial_id:
-            await ev.wait()
+        self.waiting[i] += 1
+        try:
+            while not ev.is_set() and self.owner[i] != trial_id:
+                await ev.wait()
+        finally:
+            self.waiting[i] -= 1
         ev.clear()
         self.owner[i] = trial_id
+
+    def _rebind(self, i: int, trial_id: str) -> int:
+        """A compiled trial's GPU: of the actors on actor i's node (they share its compile cache), the one with
+        the least work queued, i on a tie. Trials are assigned an actor before they compile (to compile on its
+        node), but compiles finish in no particular order: bound for good, one GPU could idle while another has
+        a queue; rebound here, the node's GPUs serve one queue."""
+        load = lambda j: self.running[j] + self.waiting[j]  # noqa: E731
+        same = [j for j in range(len(self.actors)) if self.nodes[j] == self.nodes[i] and not self.restarting[j]]
+        j = min(same, key=lambda j: (load(j), j != i), default=i)
+        if j != i:
+            self._account(i)
+            self._account(j)
+            self.assigned[i] = max(0, self.assigned[i] - 1)
+            self.assigned[j] += 1
+            self.compiling[i].discard(trial_id)
+        return j
 
     async def release(self, i: int, trial_id: str) -> None:
         if self.owner[i] == trial_id:
@@ -341,20 +371,24 @@ class Broker:
 
     async def run(self, i: int, trial_id: str, problem: dict, config: dict, rung: int, rep_ms: float,
                   check: bool) -> dict:
-        """One rung of a trial's config on actor i (see _Bench.run)."""
+        """One rung of a trial's config on actor i (see _Bench.run); the first rung (`check`) may move the trial to
+        a less busy GPU of the same node (`_rebind`): the result's `actor` says which one ran it."""
+        if check:
+            i = self._rebind(i, trial_id)
         self._account(i)
         self.compiling[i].discard(trial_id)  # compiled (its first rung): no longer a reason to wait
         await self.acquire(i, trial_id)
+        self.first["rung"] = self.first["rung"] or time.time()
         self._account(i)
         self.running[i] += 1
         try:
             if self.restarting[i]:
                 await self._until_alive(i)
             try:
-                return await self.actors[i].run.remote(problem, config, rung, rep_ms, check)
+                return {**await self.actors[i].run.remote(problem, config, rung, rep_ms, check), "actor": i}
             except ray.exceptions.RayActorError as e:
                 self.restarting[i] = True
-                return {"status": "error", "rung": rung, "compile_s": 0.0, "bench_s": 0.0,
+                return {"status": "error", "rung": rung, "compile_s": 0.0, "bench_s": 0.0, "actor": i,
                         "reason": f"benchmark worker died running this config ({type(e).__name__})"}
         finally:
             self._account(i)

@@ -125,6 +125,7 @@ def start_actors(groups: dict, args, cpu_mode: bool):
     if workers is None:
         workers = 0 if cpu_mode else max(1, (os.cpu_count() or 2) - 1)
     node_compiler: dict[str, object] = {}
+    actor_nodes: dict[str, list] = {}  # accelerator type -> node id of each of its benchmark actors
     for accel, nodes in groups.items():
         for node in nodes:
             strat = NodeAffinitySchedulingStrategy(node["node_id"], soft=False) if node["node_id"] else None
@@ -140,7 +141,9 @@ def start_actors(groups: dict, args, cpu_mode: bool):
                     opts["scheduling_strategy"] = strat
                 actors.setdefault(accel, []).append(BenchActor.options(**opts).remote(accel))
                 compilers.setdefault(accel, []).append(node_compiler.get(node["node_id"]))
-    brokers = {accel: Broker.options(name=broker_name(accel), lifetime=None).remote(actors[accel], compilers[accel])
+                actor_nodes.setdefault(accel, []).append(node["node_id"])
+    brokers = {accel: Broker.options(name=broker_name(accel), lifetime=None).remote(actors[accel], compilers[accel],
+                                                                                  actor_nodes[accel])
                for accel in actors}
     infos = {accel: ray.get([a.info.remote() for a in acts], timeout=600) for accel, acts in actors.items()}
     return actors, brokers, infos, node_compiler
@@ -225,13 +228,17 @@ def run(args) -> dict:
         searches = []
         for accel, inf in infos.items():
             space = _space_for(args, inf[0], cpu_mode)
-            for p in problems:
+            for n, p in enumerate(problems):
                 arch = space.arch if space.arch in ARCHS else inf[0]["arch"]
                 pre = Prefilter.for_arch(arch, head_dim=p.head_dim, dtype_bytes=_dtype_bytes(p.dtype)) \
                     if arch in ARCHS else None
                 # The GP starts from the kernel's default config for this head dim and screens its neighbours.
                 opts = {"head_dim": p.head_dim} if args.searcher == "gp" else {}
-                s = make_searcher(args.searcher, space, seed=args.seed, prefilter=pre, **opts)
+                # One seed per problem (seed + its index in the set): with one seed, searches of one head dim
+                # would ask for the same screening configs in the same order, so at the start every search waits
+                # on the same slow compile while the GPU idles; their own orders let the GPU take whichever
+                # config is built first.
+                s = make_searcher(args.searcher, space, seed=args.seed + n, prefilter=pre, **opts)
                 # A type's in-flight trials are shared by its searches: a GP search with many configs in flight
                 # picks them against lies (constant liar), so each search gets its share, at least 2.
                 share = max(2, -(-len(actors[accel]) * per_gpu // len(problems)))
@@ -250,6 +257,14 @@ def run(args) -> dict:
             for s in searches:
                 handles[s.key] = tracker.start_search(s.accel, _problem(s.problem), prov[s.accel],
                                                       settings)
+        searcher = None if args.resume else SweepSearcher(searches, spec, remote=True)
+        if searcher is not None:
+            # While the baselines occupy the GPUs: compile the searches' initial designs on every node (the first
+            # configs their trials will ask for), and start the search actors with their first suggestion.
+            prefetched = _prefetch_designs(searches, compilers, groups)
+            searcher.start()
+            if prefetched:
+                print(f"[tune] compiling {prefetched} initial-design configs ahead", flush=True)
         # Baselines (PyTorch SDPA on the GPU, dense problems): once per search, spread over the type's actors.
         base_rows = _baselines(actors, searches, prov, name, resume=args.resume, out=out)
 
@@ -279,7 +294,7 @@ def run(args) -> dict:
             tuner = tune.Tuner.restore(str(storage / name), trainable=trainable, resume_unfinished=True,
                                        resume_errored=False)
         else:
-            searcher = SweepSearcher(searches, spec, remote=True)
+            searcher = searcher or SweepSearcher(searches, spec, remote=True)
             scheduler = (tune.schedulers.FIFOScheduler() if args.no_early_stop else
                          PerSearchScheduler(max_t=len(rungs_ms), reduction_factor=args.reduction_factor))
             tuner = tune.Tuner(
@@ -293,6 +308,9 @@ def run(args) -> dict:
         grid = tuner.fit()
         fit_wall = time.time() - t_fit
         lanes = {accel: ray.get(b.stats.remote()) for accel, b in brokers.items()}
+        firsts = [ray.get(b.firsts.remote()) for b in brokers.values()]
+        # Tune's start-up: from fit() to the first trial reaching a broker, and to the first rung on a GPU.
+        startup = {k: min((f[k] for f in firsts if f[k]), default=t_fit) - t_fit for k in ("assign", "rung")}
         at_fit = [x for acts in actors.values() for x in ray.get([a.stats.remote() for a in acts])]
         fit_busy = sum(x["busy_s"] - x["baseline_s"] for x in at_fit)  # baselines ran before the fit
         if state.tracking is not None:
@@ -321,6 +339,7 @@ def run(args) -> dict:
         stats = {accel: ray.get([a.stats.remote() for a in acts]) for accel, acts in actors.items()}
         summary = _summary(name, out, df, searches, stats, lanes, fit_busy, fit_wall, time.time() - t0, cpu_mode,
                            args, hms)
+        summary["tune_to_first_trial_s"], summary["tune_to_first_rung_s"] = startup["assign"], startup["rung"]
         summary["actor_info"] = infos
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
         if tracker is not None:
@@ -350,6 +369,36 @@ def _problem(d: dict):
     from raytune_attn.problem import Problem
 
     return Problem.from_dict(d)
+
+
+def _prefetch_designs(searches, compilers: dict, groups: dict) -> int:
+    """Queue the compiles of every search's initial design on each node of its accelerator type, position by
+    position (every search's first config, then every second one, ...), once per binary; returns how many.
+
+    Fire and forget: a trial asking for one of them later waits on that build (CompileActor shares builds), so
+    nothing is compiled twice; the compile processes would otherwise start on them only when Tune starts."""
+    from raytune_attn.compile_pool import specialization
+
+    nodes = {accel: [n["node_id"] for n in ns] for accel, ns in groups.items()}
+    designs = [(s, getattr(s.searcher, "design_configs", list)()) for s in searches]
+    seen, refs = set(), []
+    for pos in range(max((len(d) for _, d in designs), default=0)):
+        for s, d in designs:
+            if pos >= len(d):
+                continue
+            p = _problem(s.problem)
+            key = (s.accel, specialization(p, d[pos]))
+            if key in seen:
+                continue
+            seen.add(key)
+            for node in nodes.get(s.accel, []):
+                if compilers.get(node) is not None:
+                    refs.append(compilers[node].compile.remote(s.problem, d[pos]))
+    _PREFETCH.extend(refs)  # kept so that nothing cancels them; their outcomes reach trials through the actor
+    return len(seen) if refs else 0
+
+
+_PREFETCH: list = []
 
 
 def _baselines(actors, searches, prov, name, *, resume: bool, out: Path) -> list[dict]:
@@ -507,7 +556,8 @@ def format_summary(summary: dict) -> str:
              f"(tune {summary['tune_wall_s']:.1f} s, {summary['configs_per_s'] or 0:.2f} configs/s) on "
              f"{summary['benchmark_actors']} benchmark actor(s); GPU busy fraction {summary['gpu_busy_fraction']:.2f}; "
              f"GPU idle waiting on compiles {summary['idle_compile_bound_s']:.1f} s; overhead per trial "
-             f"{summary['overhead_per_trial_s']:.3f} s; early stopping {'on' if summary['early_stop'] else 'off'}"]
+             f"{summary['overhead_per_trial_s']:.3f} s; first rung {summary.get('tune_to_first_rung_s') or 0:.1f} s "
+             f"after Tune started; early stopping {'on' if summary['early_stop'] else 'off'}"]
     for s in summary["searches"]:
         best = "no valid config" if s["best_tflops"] is None else \
             f"best {s['best_tflops']:.4g} TFLOP/s ({s['best_latency_ms']:.4g} ms) {json.dumps(s['best_config'])}"

@@ -173,6 +173,13 @@ class SweepSearcher(StatefulSearcher):
         inner = f"{s.key}#{s.asked}"
         s.pending = (inner, self._host(s).ask(inner))
 
+    def start(self) -> None:
+        """Start every search's host and ask its first suggestion now (before Tune asks): with remote hosts,
+        their processes start and import the GP stack while the driver does other work (the baselines)."""
+        for s in self.searches.values():
+            if self._open(s) and s.pending is None:
+                self._ask(s)
+
     def _done(self) -> bool:
         return all(s.finished or s.suggested >= s.budget for s in self.searches.values())
 

@@ -4,7 +4,8 @@
     -> rung 1 through the Broker, one call: lease that actor (exclusive: the trial now holds one GPU), load the
     binary, check the output against the reference, time, release -> report -> rung 2 ... (each rung re-leases)
 
-Each `tune.report` carries `tflops`, `latency_ms`, `rung`, `status`, `reason`, `compile_s` and `bench_s`, so an
+Each `tune.report` carries `tflops`, `latency_ms`, `rung`, `status`, `reason`, `compile_s` (this trial's wait),
+`build_s` (what the config's binary cost to build, also when another trial built it) and `bench_s`, so an
 ASHA scheduler over `rung` can stop a poor config after a cheap rung. An invalid config (compile error, over the
 compile time limit, OutOfResources, wrong or NaN output) reports `status: invalid`, `tflops: 0` and ends; a config
 that kills its benchmark actor reports `status: error` and ends, and Ray restarts the actor for the next trial.
@@ -50,11 +51,13 @@ def run_trial(config: dict) -> None:
         if compiler is not None:
             res = ray.get(compiler.compile.remote(problem, cfg))
             base["compile_ahead_s"] = base["compile_s"] = float(res["compile_s"])
+            base["build_s"] = float(res.get("build_s", res["compile_s"]))  # its binary's build, whoever built it
             if res["status"] != "ok":
                 return finish("invalid" if res["status"] == "invalid" else "error", res["reason"])
         bench_s = 0.0
         for rung, rep_ms in enumerate(rungs_ms, start=1):
             out = ray.get(broker.run.remote(idx, trial_id, problem, cfg, rung, float(rep_ms), rung == 1))
+            idx = out.get("actor", idx)  # the first rung may have moved the trial to an idle GPU of its node
             if rung == 1:
                 base["compile_s"] += float(out.get("compile_s", 0.0))
             bench_s += float(out.get("bench_s", 0.0))
