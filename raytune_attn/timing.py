@@ -28,12 +28,18 @@ def rep_count(est_ms: float, rep_ms: float, per_run_overhead_ms: float) -> int:
     return max(MIN_REPS, int(rep_ms / max(est_ms + per_run_overhead_ms, 1e-6)))
 
 
-def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float = 50) -> float:
+def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float = 50,
+              cap_ms: float | None = None) -> float:
     """Median time of `fn` in milliseconds. On a GPU: CUDA events around each run, L2 flushed and the host's
     launch latency hidden before each run (see the module doc). In the interpreter: wall clock of a few runs (not
-    representative of any GPU)."""
+    representative of any GPU).
+
+    `cap_ms` (adaptive capping, as in SMAC): when one run already takes longer, that run's time is returned at
+    once. A sweep caps a rung at a multiple of the best latency its problem has seen: a config 10x slower than the
+    best cannot win, and its full rung (warm-up and at least MIN_REPS runs) would cost a 2-second kernel 20 s of
+    GPU time. A returned time above `cap_ms` is therefore a single run."""
     if torch.cuda.is_available():
-        return _gpu_median_ms(fn, warmup_ms, rep_ms)
+        return _gpu_median_ms(fn, warmup_ms, rep_ms, cap_ms)
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -42,16 +48,22 @@ def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float 
     return sorted(times)[1]
 
 
-def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float) -> float:
+def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = None) -> float:
     import triton
 
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()  # larger than L2
-    fn()
-    torch.cuda.synchronize()
-    # Estimate one run, and what the flush and the spin add, from back-to-back runs.
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
-    for _ in range(5):
+    fn()
+    b.record()
+    torch.cuda.synchronize()
+    first = a.elapsed_time(b)
+    if cap_ms is not None and first > cap_ms:
+        return float(first)
+    # Estimate one run, and what the flush and the spin add, from back-to-back runs (fewer for long kernels).
+    k = min(5, max(1, int(10.0 / max(first, 1e-3))))
+    a.record()
+    for _ in range(k):
         fn()
     b.record()
     c = torch.cuda.Event(enable_timing=True)
@@ -59,7 +71,7 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float) -> float:
     torch.cuda._sleep(SPIN_CYCLES)
     c.record()
     torch.cuda.synchronize()
-    est = a.elapsed_time(b) / 5
+    est = a.elapsed_time(b) / k
     overhead = b.elapsed_time(c)
     for _ in range(max(1, int(warmup_ms / max(est, 1e-6)))):
         fn()

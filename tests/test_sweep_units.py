@@ -2,6 +2,7 @@
 
 import io
 import json
+from pathlib import Path
 
 import pytest
 from ray.tune.search import Searcher
@@ -194,12 +195,14 @@ class _FakeBench:
     def __init__(self, name, hold=0.0):
         self.name, self.hold, self.run = name, hold, self
 
-    def remote(self, problem, config, rung, rep_ms, check):
+    def remote(self, problem, config, rung, rep_ms, check, cap_ms=None):
         import asyncio
 
         async def go():
             await asyncio.sleep(self.hold)
-            return {"status": "ok", "rung": rung, "ran_on": self.name, "compile_s": 0.0, "bench_s": 0.0}
+            ms = float(config.get("ms", 1.0))
+            return {"status": "ok", "rung": rung, "ran_on": self.name, "compile_s": 0.0, "bench_s": 0.0,
+                    "latency_ms": ms, "cap_ms": cap_ms, "capped": cap_ms is not None and ms > cap_ms}
 
         return go()
 
@@ -226,3 +229,39 @@ def test_broker_moves_a_compiled_trial_to_an_idle_gpu_of_its_node_only():
     assert out["actor"] == 1 and out["ran_on"] == "g1" and later["ran_on"] == "g1" and assigned == [1, 2]
     out, _, assigned = asyncio.run(scenario(["n", "m"]))  # another node: its cache lacks the binary, stay
     assert out["actor"] == 0 and out["ran_on"] == "g0" and assigned == [2, 1]
+
+
+def test_broker_caps_a_rung_at_ten_times_the_problems_best_latency():
+    import asyncio
+
+    from raytune_attn.sweep.actors import CAP_FACTOR, CAP_FLOOR_MS, Broker
+
+    async def scenario():
+        b = Broker.__ray_actor_class__([_FakeBench("g0")], [None], ["n"])
+        first = await b.run(0, "t1", P1, {"ms": 4.0}, 1, 1.0, True)  # nothing measured yet: no cap
+        slow = await b.run(0, "t2", P1, {"ms": 100.0}, 1, 1.0, True)
+        other = await b.run(0, "t3", P2, {"ms": 100.0}, 1, 1.0, True)  # another problem has its own best
+        better = await b.run(0, "t4", P1, {"ms": 0.05}, 1, 1.0, True)
+        after = await b.run(0, "t5", P1, {"ms": 5.0}, 1, 1.0, True)
+        return first, slow, other, better, after, await b.firsts()
+
+    first, slow, other, better, after, firsts = asyncio.run(scenario())
+    assert first["cap_ms"] is None and other["cap_ms"] is None
+    assert slow["cap_ms"] == CAP_FACTOR * 4.0 and slow["capped"]
+    assert better["cap_ms"] == CAP_FACTOR * 4.0 and not better["capped"]
+    assert after["cap_ms"] == CAP_FLOOR_MS and after["capped"]  # 10 x 0.05 ms is under the floor
+    assert firsts["capped"] == 2
+
+
+def test_simulated_gpu_spends_one_run_on_a_capped_rung():
+    from raytune_attn.sweep.simulate import SimulatedGPU
+
+    land = Path(__file__).parent / "data" / "landscape_h100_d128_causal_s4096.parquet"
+    sim = SimulatedGPU(str(land), check_ms=0.0)
+    cfg = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "PRE_LOAD_V": False}
+    flops = 1e9  # a microsecond-scale kernel: its full rung is the rung's budget
+    full = sim.run(flops, cfg, 1, 5.0, False)
+    capped = sim.run(flops, cfg, 1, 5.0, False, cap_ms=full["latency_ms"] / 2)
+    assert not full["capped"] and capped["capped"] and capped["latency_ms"] == full["latency_ms"]
+    assert capped["bench_s"] == pytest.approx(full["latency_ms"] / 1e3)
+    assert full["bench_s"] > 5.0 / 1e3

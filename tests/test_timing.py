@@ -22,3 +22,18 @@ def test_cpu_median_is_the_middle_of_three_runs():
     calls = []
     assert median_ms(lambda: calls.append(1)) >= 0.0 and len(calls) == 3
     assert tflops(2e12, 1000.0) == pytest.approx(2.0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path")
+def test_gpu_median_stops_after_one_run_over_the_cap():
+    calls = []
+
+    def fn():  # about a millisecond of GPU time
+        calls.append(1)
+        torch.cuda._sleep(2_000_000)
+
+    capped = median_ms(fn, rep_ms=20, cap_ms=0.05)
+    assert capped > 0.05 and len(calls) == 1
+    calls.clear()
+    full = median_ms(fn, rep_ms=5, cap_ms=1000.0)
+    assert len(calls) >= 1 + MIN_REPS and capped == pytest.approx(full, rel=0.5)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import os
 import threading
 import time
@@ -32,6 +33,10 @@ from raytune_attn.compile_pool import specialization
 from raytune_attn.sweep import simulate
 
 TRITON_CACHE_DEFAULT = "~/.cache/raytune-attn/triton"
+# Adaptive capping of a rung (timing.median_ms): at CAP_FACTOR times the best latency its problem has seen, never
+# below CAP_FLOOR_MS (under a millisecond a full rung costs little, and a first run's one-off costs stay uncut).
+CAP_FACTOR = 10.0
+CAP_FLOOR_MS = 1.0
 
 
 def setup_process_env(cache_dir: str | None = None) -> None:
@@ -115,9 +120,11 @@ class _Bench:
         self._workloads[p.key] = hit  # most recently used last
         return hit[:3]
 
-    def run(self, problem: dict, config: dict, rung: int, rep_ms: float, check: bool) -> dict:
+    def run(self, problem: dict, config: dict, rung: int, rep_ms: float, check: bool,
+            cap_ms: float | None = None) -> dict:
         """Rung `rung` of one config: with `check`, first compile (or load from the cache), run once and compare
-        with the reference. Returns status/reason and, when ok, latency_ms and tflops of this rung."""
+        with the reference. Returns status/reason and, when ok, latency_ms and tflops of this rung; `capped` when
+        one run took longer than `cap_ms` and the rung stopped there (timing.median_ms)."""
         from raytune_attn.config import InvalidConfig
         from raytune_attn.timing import median_ms, tflops
         from raytune_attn.workload import accept
@@ -126,7 +133,7 @@ class _Bench:
         if self._sim is not None:
             from raytune_attn.problem import Problem
 
-            out = self._sim.run(Problem.from_dict(problem).flops(), config, rung, rep_ms, check)
+            out = self._sim.run(Problem.from_dict(problem).flops(), config, rung, rep_ms, check, cap_ms)
             self.busy_s += out["bench_s"]
             return out
         w, ref, flops = self._workload(problem)
@@ -146,8 +153,8 @@ class _Bench:
                     out.update(status="invalid", reason=f"wrong result: rel err {err:.2e} vs reference")
                     return out
             t2 = time.perf_counter()
-            ms = median_ms(lambda: w.run(config), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms)
-            out.update(latency_ms=ms, tflops=tflops(flops, ms))
+            ms = median_ms(lambda: w.run(config), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms, cap_ms=cap_ms)
+            out.update(latency_ms=ms, tflops=tflops(flops, ms), capped=cap_ms is not None and ms > cap_ms)
             out["bench_s"] = time.perf_counter() - t2
         except InvalidConfig as e:
             out.update(status="invalid", reason=str(e).splitlines()[0][:500])
@@ -278,6 +285,8 @@ class Broker:
         self.seconds = [{"run": 0.0, "compile": 0.0, "pipeline": 0.0} for _ in range(n)]
         self._since = [None] * n  # None until the first trial arrives: start-up is not the sweep's overhead
         self.first: dict[str, float | None] = {"assign": None, "rung": None}  # when the first trial came, ran
+        self.best_ms: dict[str, float] = {}  # problem -> lowest latency of a rung so far (the cap's reference)
+        self.capped = 0
 
     def _events(self):
         if not self._free:
@@ -314,8 +323,8 @@ class Broker:
         return [dict(x) for x in self.seconds]
 
     async def firsts(self) -> dict:
-        """Wall-clock times (time.time()) of the first trial's arrival and of its first rung."""
-        return dict(self.first)
+        """Wall-clock times (time.time()) of the first trial's arrival and of its first rung; rungs capped."""
+        return {**self.first, "capped": self.capped}
 
     async def acquire(self, i: int, trial_id: str) -> None:
         ev = self._events()[i]
@@ -384,8 +393,14 @@ class Broker:
         try:
             if self.restarting[i]:
                 await self._until_alive(i)
+            key = json.dumps(problem, sort_keys=True)
+            cap = max(CAP_FACTOR * self.best_ms[key], CAP_FLOOR_MS) if key in self.best_ms else None
             try:
-                return {**await self.actors[i].run.remote(problem, config, rung, rep_ms, check), "actor": i}
+                out = await self.actors[i].run.remote(problem, config, rung, rep_ms, check, cap)
+                if out.get("status") == "ok" and out.get("latency_ms", 0) > 0:
+                    self.best_ms[key] = min(self.best_ms.get(key, math.inf), float(out["latency_ms"]))
+                    self.capped += bool(out.get("capped"))
+                return {**out, "actor": i}
             except ray.exceptions.RayActorError as e:
                 self.restarting[i] = True
                 return {"status": "error", "rung": rung, "compile_s": 0.0, "bench_s": 0.0, "actor": i,

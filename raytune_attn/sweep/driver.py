@@ -340,6 +340,7 @@ def run(args) -> dict:
         summary = _summary(name, out, df, searches, stats, lanes, fit_busy, fit_wall, time.time() - t0, cpu_mode,
                            args, hms)
         summary["tune_to_first_trial_s"], summary["tune_to_first_rung_s"] = startup["assign"], startup["rung"]
+        summary["rungs_capped"] = sum(f["capped"] for f in firsts)
         summary["actor_info"] = infos
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
         if tracker is not None:

@@ -61,7 +61,8 @@ class SimulatedGPU:
         return {"status": "ok" if ok else "invalid", "reason": "" if ok else "failed in the recorded landscape",
                 "compile_s": s, "n_regs": None, "n_spills": None, "shared_bytes": None}
 
-    def run(self, problem_flops: float, config: dict, rung: int, rep_ms: float, check: bool) -> dict:
+    def run(self, problem_flops: float, config: dict, rung: int, rep_ms: float, check: bool,
+            cap_ms: float | None = None) -> dict:
         out = {"status": "ok", "reason": "", "rung": rung, "compile_s": 0.0, "bench_s": 0.0}
         tf = self.tflops(config)
         if not math.isfinite(tf):
@@ -70,10 +71,12 @@ class SimulatedGPU:
         from raytune_attn.timing import MIN_REPS
 
         ms = problem_flops / (tf * 1e12) * 1e3
-        # check, warm-up, repetitions (at least MIN_REPS runs of a kernel longer than the rung's budget)
-        busy_ms = (self.check_ms if check else 0.0) + min(rep_ms, 10) + max(rep_ms, MIN_REPS * ms)
+        # check, warm-up, repetitions (at least MIN_REPS runs of a kernel longer than the rung's budget); one run
+        # when it is over the cap
+        capped = cap_ms is not None and ms > cap_ms
+        busy_ms = (self.check_ms if check else 0.0) + (ms if capped else min(rep_ms, 10) + max(rep_ms, MIN_REPS * ms))
         time.sleep(busy_ms / 1e3)
-        out.update(latency_ms=ms, tflops=tf, bench_s=busy_ms / 1e3, rel_err=0.0)
+        out.update(latency_ms=ms, tflops=tf, bench_s=busy_ms / 1e3, rel_err=0.0, capped=capped)
         return out
 
 

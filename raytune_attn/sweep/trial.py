@@ -6,9 +6,11 @@
 
 Each `tune.report` carries `tflops`, `latency_ms`, `rung`, `status`, `reason`, `compile_s` (this trial's wait),
 `build_s` (what the config's binary cost to build, also when another trial built it) and `bench_s`, so an
-ASHA scheduler over `rung` can stop a poor config after a cheap rung. An invalid config (compile error, over the
-compile time limit, OutOfResources, wrong or NaN output) reports `status: invalid`, `tflops: 0` and ends; a config
-that kills its benchmark actor reports `status: error` and ends, and Ray restarts the actor for the next trial.
+ASHA scheduler over `rung` can stop a poor config after a cheap rung. A rung the Broker capped (one run over 10x
+the best latency its problem has seen, timing.median_ms) ends the trial: it is stopped early whatever the
+scheduler. An invalid config (compile error, over the compile time limit, OutOfResources, wrong or NaN output)
+reports `status: invalid`, `tflops: 0` and ends; a config that kills its benchmark actor reports `status: error`
+and ends, and Ray restarts the actor for the next trial.
 No torch or triton is imported here: the trial process stays small and starts fast.
 """
 
@@ -65,8 +67,11 @@ def run_trial(config: dict) -> None:
                 return finish(out["status"], out["reason"], rung=rung - 1, bench_s=bench_s)
             tune.report({**base, "tflops": float(out["tflops"]), "latency_ms": float(out["latency_ms"]),
                          "rung": rung, "bench_s": bench_s, "rel_err": out.get("rel_err", base.get("rel_err")),
+                         "capped": bool(out.get("capped")),
                          "trial_wall_s": time.time() - t_start})
             if rung == 1:
                 base["rel_err"] = out.get("rel_err")
+            if out.get("capped"):
+                return  # over 10x the best latency seen: more rungs could not make it win (early-stopped)
     finally:
         broker.unassign.remote(idx, trial_id)
