@@ -145,20 +145,20 @@ def test_cancelled_suggestion_is_free_again_and_resume_cancels_a_pending_ask(tmp
 
 
 class _RecordingCompiler:
-    """Stands in for a CompileActor handle: records what `.compile.remote(problem, config)` was asked."""
+    """Stands in for a CompileActor handle: records what `.compile.remote(problem, config, speculative)` was asked."""
 
     def __init__(self):
         self.calls = []
         self.compile = self
 
-    def remote(self, problem, config):
-        self.calls.append((problem, config))
+    def remote(self, problem, config, speculative=False):
+        self.calls.append((problem, config, speculative))
 
 
-def test_prefetch_compiles_each_design_binary_once_per_node_in_design_order():
+def test_prefetch_queues_each_design_then_its_neighbours_once_per_binary_and_node():
     from raytune_attn.compile_pool import specialization
     from raytune_attn.problem import Problem
-    from raytune_attn.sweep.driver import _prefetch_designs
+    from raytune_attn.sweep import prefetch
 
     space = load_space("nvidia/sm90_study")
     big = {**P1, "head_dim": 128, "dtype": "bfloat16"}
@@ -170,15 +170,76 @@ def test_prefetch_compiles_each_design_binary_once_per_node_in_design_order():
     assert len(designs[0]) >= 6 and sorted(map(str, designs[0])) == sorted(map(str, designs[1]))
     nodes = {"n1": _RecordingCompiler(), "n2": _RecordingCompiler()}
     groups = {"H100": [{"node_id": "n1", "gpus": 1}, {"node_id": "n2", "gpus": 1}]}
-    n = _prefetch_designs(searches, nodes, groups)
+    n_design, n_spec = prefetch.submit(searches, nodes, groups)
+    assert n_design == len(designs[0]) + len(designs[2])  # problems 0 and 1 share their binaries
+    idx = {p.name: p.values for p in space.params}
     for c in nodes.values():
-        keys = [specialization(Problem.from_dict(p), cfg) for p, cfg in c.calls]
-        assert len(keys) == len(set(keys)) == n  # every binary once on each node
+        keys = [specialization(Problem.from_dict(p), cfg) for p, cfg, _ in c.calls]
+        assert len(keys) == len(set(keys)) == n_design + n_spec > n_design  # every binary once on each node
+        flags = [sp for _, _, sp in c.calls]
+        assert flags == [False] * n_design + [True] * n_spec  # the designs first, at normal priority
+        assert c.calls[0][1] == designs[0][0]  # position-major: every search's first config comes first
         want = {specialization(Problem.from_dict(s.problem), cfg)
                 for s, d in zip(searches, designs, strict=True) for cfg in d}
-        assert set(keys) == want
-        assert c.calls[0][1] == designs[0][0]  # position-major: every search's first config comes first
-    assert n == len(designs[0]) + len(designs[2])  # problems 0 and 1 share their binaries
+        assert set(keys[:n_design]) == want
+        for p, cfg, _ in c.calls[n_design:]:  # each speculative config is one step from a design config
+            d = designs[2] if not p["causal"] else designs[0]
+            steps = [{k: idx[k].index(cfg[k]) - idx[k].index(x[k]) for k in cfg} for x in d]
+            assert space.contains(cfg) and any(
+                sum(abs(v) for v in st.values()) == 1 or (sum(v != 0 for v in st.values()) == 2 and all(
+                    abs(v) <= 1 for v in st.values()) and {k for k, v in st.items() if v} in (
+                    {"BLOCK_M", "num_warps"}, {"BLOCK_N", "num_stages"})) for st in steps)
+
+
+class _SleepyBuilds:
+    """Stands in for the simulated GPU's compile: each config sleeps its "s" seconds and is logged in order."""
+
+    def __init__(self):
+        self.order = []
+
+    def compile(self, config, spec):
+        import time
+
+        self.order.append(config["name"])
+        time.sleep(config["s"])
+        return {"status": "ok", "reason": "", "compile_s": config["s"]}
+
+
+def test_compiler_serves_a_waiting_trial_before_speculative_builds_and_upgrades_a_queued_one():
+    import threading
+
+    from raytune_attn.sweep.actors import _Compiler
+
+    c = _Compiler(1, 10.0)
+    c._sim = _SleepyBuilds()
+    prob = {**P1, "head_dim": 64}
+    cfg = lambda name, s: {"name": name, "s": s}  # noqa: E731
+    out = {}
+
+    def ask(name, s, speculative):
+        out[name] = c.compile(prob, cfg(name, s), speculative)
+
+    threads = [threading.Thread(target=ask, args=a) for a in
+               (("spec-a", 0.3, True), ("spec-b", 0.01, True), ("spec-c", 0.01, True))]
+    for t in threads:
+        t.start()
+        time_sleep(0.05)
+    trial = threading.Thread(target=ask, args=("trial", 0.01, False))
+    upgrade = threading.Thread(target=ask, args=("spec-c", 0.01, False))  # a trial now wants queued spec-c
+    trial.start()
+    time_sleep(0.05)
+    upgrade.start()
+    for t in [*threads, trial, upgrade]:
+        t.join(5)
+    order = c._sim.order
+    assert order[0] == "spec-a" and set(order[1:3]) == {"trial", "spec-c"} and order[3] == "spec-b"
+    assert order.count("spec-c") == 1 and out["spec-c"]["build_s"] == 0.01
+
+
+def time_sleep(s):
+    import time
+
+    time.sleep(s)
 
 
 def test_start_asks_every_search_its_first_suggestion_ahead():

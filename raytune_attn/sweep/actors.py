@@ -195,43 +195,62 @@ class BenchActor(_Bench):
 
 
 class _Build:
-    def __init__(self):
+    def __init__(self, urgent: bool):
         self.done = threading.Event()
         self.out: dict = {}
+        self.urgent = urgent  # a trial waits for it (False: compiled ahead on speculation)
 
 
-@ray.remote
-class CompileActor:
-    """Compiles configs ahead of the GPU on one node: `workers` threads, each owning a one-process CompilePool
-    (killed and replaced when a compile passes the time limit or crashes).
+class _Compiler:
+    """Compiles configs ahead of the GPU on one node: `workers` one-process CompilePools (each killed and replaced
+    when a compile passes the time limit or crashes), handed to requests by priority.
 
     Problems that differ only in sizes share one binary (sequence lengths and batch are not specialized on), so
     a config is compiled once per `specialization`: a second request waits for the first and reuses its outcome
-    (15 Llama keys asking for the default config at the start of a sweep cost one compile, not 15)."""
+    (15 Llama keys asking for the default config at the start of a sweep cost one compile, not 15).
+    A `speculative` request (prefetch.py: configs a search will likely ask for) gets a worker only while no urgent
+    build waits for one; a trial asking for a config whose speculative build has not started makes it urgent.
+    (A plain class so tests can call it without Ray; the actor is `CompileActor`.)"""
 
     def __init__(self, workers: int, timeout_s: float, cache_dir: str | None = None):
-        import queue
-
         setup_process_env(cache_dir)
         from raytune_attn.compile_pool import CompilePool
 
-        self._pools: queue.Queue = queue.Queue()
         self._sim = simulate.from_env()
-        self._lock = threading.Lock()
+        self._cv = threading.Condition()  # guards _builds, _free, _waiting
         self._builds: dict[tuple, _Build] = {}  # specialization -> its (possibly running) compile
-        for _ in range(max(1, workers)):
-            self._pools.put(CompilePool(1, timeout_s=timeout_s))
+        self._free = [CompilePool(1, timeout_s=timeout_s) for _ in range(max(1, workers))]
+        self._all = list(self._free)
+        self._waiting: list[_Build] = []  # builds waiting for a worker
 
-    def compile(self, problem: dict, config: dict) -> dict:
+    def _acquire(self, build: _Build):
+        with self._cv:
+            self._waiting.append(build)
+            try:
+                while not (self._free and (build.urgent or not any(b.urgent for b in self._waiting))):
+                    self._cv.wait()
+                return self._free.pop()
+            finally:
+                self._waiting.remove(build)
+
+    def _release(self, pool) -> None:
+        with self._cv:
+            self._free.append(pool)
+            self._cv.notify_all()
+
+    def compile(self, problem: dict, config: dict, speculative: bool = False) -> dict:
         from raytune_attn.problem import Problem
 
         p = Problem.from_dict(problem)
         key = specialization(p, config)
-        with self._lock:
+        with self._cv:
             build = self._builds.get(key)
             mine = build is None
             if mine:
-                build = self._builds[key] = _Build()
+                build = self._builds[key] = _Build(urgent=not speculative)
+            elif not speculative and not build.urgent:
+                build.urgent = True  # a trial now waits for it: it goes before speculative builds
+                self._cv.notify_all()
         if not mine:
             build.done.wait()
             # Built by another request (another problem's trial, or the sweep's prefetch): a cache load away.
@@ -239,26 +258,35 @@ class CompileActor:
             return {**build.out, "compile_s": 0.0, "build_s": build.out.get("compile_s", 0.0), "shared": True}
         try:
             if self._sim is not None:
-                build.out = self._sim.compile(config, key[1:])
+                pool = self._acquire(build)
+                try:
+                    build.out = self._sim.compile(config, key[1:])
+                finally:
+                    self._release(pool)
             else:
-                pool = self._pools.get()
+                pool = self._acquire(build)
                 try:
                     res = next(iter(pool.compile(p, [config])))
                 finally:
-                    self._pools.put(pool)
+                    self._release(pool)
                 build.out = {"status": res.status, "reason": res.reason, "compile_s": res.compile_s,
                              "n_regs": res.n_regs, "n_spills": res.n_spills, "shared_bytes": res.shared_bytes}
         except Exception as e:  # noqa: BLE001 - never leave waiters hanging; this config errors
             build.out = {"status": "error", "reason": f"compile failed: {type(e).__name__}: {e}", "compile_s": 0.0}
         if build.out["status"] == "error":  # a crash or time-out may be the machine's fault: a later ask retries
-            with self._lock:
+            with self._cv:
                 self._builds.pop(key, None)
         build.done.set()
         return {**build.out, "build_s": build.out.get("compile_s", 0.0)}
 
     def close(self):
-        while not self._pools.empty():
-            self._pools.get().close()
+        for pool in self._all:
+            pool.close()
+
+
+@ray.remote
+class CompileActor(_Compiler):
+    pass
 
 
 @ray.remote(num_cpus=0)

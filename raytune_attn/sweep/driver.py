@@ -112,6 +112,7 @@ def start_actors(groups: dict, args, cpu_mode: bool):
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+    from raytune_attn.sweep import prefetch
     from raytune_attn.sweep.actors import BenchActor, Broker, CompileActor
     from raytune_attn.sweep.trial import broker_name
 
@@ -130,8 +131,9 @@ def start_actors(groups: dict, args, cpu_mode: bool):
         for node in nodes:
             strat = NodeAffinitySchedulingStrategy(node["node_id"], soft=False) if node["node_id"] else None
             if workers > 0 and node["node_id"] not in node_compiler:
+                # Threads for every request in flight: trials' compiles, and prefetches waiting for a worker.
                 node_compiler[node["node_id"]] = CompileActor.options(
-                    num_cpus=0, max_concurrency=workers, scheduling_strategy=strat, runtime_env=runtime_env,
+                    num_cpus=0, max_concurrency=workers + prefetch.MAX_QUEUED + 128, scheduling_strategy=strat, runtime_env=runtime_env,
                 ).remote(workers, args.compile_timeout)
             for _ in range(node["gpus"]):
                 opts = {"num_cpus": 0, "num_gpus": 0 if cpu_mode else 1, "runtime_env": runtime_env}
@@ -176,6 +178,7 @@ def run(args) -> dict:
     from raytune_attn import artifact, provenance, results
     from raytune_attn.search import Prefilter, make_searcher
     from raytune_attn.search.resources import ARCHS
+    from raytune_attn.sweep import prefetch
     from raytune_attn.sweep.callbacks import SweepState, row_from_result
     from raytune_attn.sweep.problems import load_problems
     from raytune_attn.sweep.progress import Progress, hms
@@ -259,12 +262,13 @@ def run(args) -> dict:
                                                       settings)
         searcher = None if args.resume else SweepSearcher(searches, spec, remote=True)
         if searcher is not None:
-            # While the baselines occupy the GPUs: compile the searches' initial designs on every node (the first
-            # configs their trials will ask for), and start the search actors with their first suggestion.
-            prefetched = _prefetch_designs(searches, compilers, groups)
+            # While the baselines occupy the GPUs: compile the searches' initial designs and their neighbourhoods
+            # on every node (prefetch.py), and start the search actors with their first suggestion.
+            design, speculative = prefetch.submit(searches, compilers, groups)
             searcher.start()
-            if prefetched:
-                print(f"[tune] compiling {prefetched} initial-design configs ahead", flush=True)
+            if design or speculative:
+                print(f"[tune] compiling ahead: {design} initial-design configs, then {speculative} of their "
+                      "neighbours while no trial waits for a compile", flush=True)
         # Baselines (PyTorch SDPA on the GPU, dense problems): once per search, spread over the type's actors.
         base_rows = _baselines(actors, searches, prov, name, resume=args.resume, out=out)
 
@@ -370,36 +374,6 @@ def _problem(d: dict):
     from raytune_attn.problem import Problem
 
     return Problem.from_dict(d)
-
-
-def _prefetch_designs(searches, compilers: dict, groups: dict) -> int:
-    """Queue the compiles of every search's initial design on each node of its accelerator type, position by
-    position (every search's first config, then every second one, ...), once per binary; returns how many.
-
-    Fire and forget: a trial asking for one of them later waits on that build (CompileActor shares builds), so
-    nothing is compiled twice; the compile processes would otherwise start on them only when Tune starts."""
-    from raytune_attn.compile_pool import specialization
-
-    nodes = {accel: [n["node_id"] for n in ns] for accel, ns in groups.items()}
-    designs = [(s, getattr(s.searcher, "design_configs", list)()) for s in searches]
-    seen, refs = set(), []
-    for pos in range(max((len(d) for _, d in designs), default=0)):
-        for s, d in designs:
-            if pos >= len(d):
-                continue
-            p = _problem(s.problem)
-            key = (s.accel, specialization(p, d[pos]))
-            if key in seen:
-                continue
-            seen.add(key)
-            for node in nodes.get(s.accel, []):
-                if compilers.get(node) is not None:
-                    refs.append(compilers[node].compile.remote(s.problem, d[pos]))
-    _PREFETCH.extend(refs)  # kept so that nothing cancels them; their outcomes reach trials through the actor
-    return len(seen) if refs else 0
-
-
-_PREFETCH: list = []
 
 
 def _baselines(actors, searches, prov, name, *, resume: bool, out: Path) -> list[dict]:

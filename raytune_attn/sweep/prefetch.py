@@ -1,0 +1,97 @@
+"""What a sweep compiles before its trials ask: each search's initial design, then the configs its first local
+steps are likely to take.
+
+Compile latency, not throughput, is a GP sweep's critical path: each search's next configs depend on its last
+results, and a new config waits 2-15 s (tens of seconds for some) on its compile. Run 8 on two H200s (32 cores)
+showed two stalls: at the start (every search waits on its design) and after the design (every search's first
+local steps need new binaries at once, and both GPUs idled for about 10 s). So the driver queues:
+1. the design of every search (`design_configs()`, position by position: every search's first config, then every
+   second one, ...) at normal priority, while the baselines run;
+2. the design's neighbourhood, speculatively: the configs one step (a knob one value up or down, or a coupled
+   pair of knobs one step each, as the GP's local moves) from a design config, nearest the default first. The GP's
+   first local steps start from the best design configs and take such neighbours. The compile actor runs these
+   only on workers no trial's compile is waiting for (`CompileActor`, `speculative=True`).
+Each binary once per node (configs of problems that share a `specialization` are one binary).
+"""
+
+from __future__ import annotations
+
+from raytune_attn.compile_pool import specialization
+
+COUPLED = (("BLOCK_M", "num_warps"), ("BLOCK_N", "num_stages"))  # as the GP's coupled moves (features.py)
+MAX_QUEUED = 256  # binaries queued ahead per node (each holds a compile actor thread while it waits)
+
+
+def neighbours(space, config: dict, allowed: set) -> list[dict]:
+    """Configs of `allowed` (space keys) one step from `config`: one knob one value up or down, or both knobs of a
+    coupled pair one value each."""
+    names = [p.name for p in space.params]
+    idx = {p.name: p.values.index(config[p.name]) for p in space.params}
+    moves = [{n: d} for n in names for d in (-1, 1)]
+    moves += [{a: da, b: db} for a, b in COUPLED if a in idx and b in idx for da in (-1, 1) for db in (-1, 1)]
+    out = []
+    for mv in moves:
+        cfg = dict(config)
+        for n, d in mv.items():
+            j = idx[n] + d
+            values = next(p.values for p in space.params if p.name == n)
+            if not 0 <= j < len(values):
+                break
+            cfg[n] = values[j]
+        else:
+            if space.key(cfg) in allowed:
+                out.append(cfg)
+    return out
+
+
+def plan(searches) -> tuple[list, list]:
+    """(design, speculative): lists of (search, config), each binary of a search's accelerator type once."""
+    seen: set = set()
+    design, spec = [], []
+
+    def add(dest, s, cfg):
+        key = (s.accel, specialization(_problem(s.problem), cfg))
+        if key not in seen:
+            seen.add(key)
+            dest.append((s, cfg))
+
+    designs = [(s, list(getattr(s.searcher, "design_configs", list)())) for s in searches]
+    for pos in range(max((len(d) for _, d in designs), default=0)):
+        for s, d in designs:
+            if pos < len(d):
+                add(design, s, d[pos])
+    for s, d in designs:
+        if not d:
+            continue
+        space = s.searcher.space
+        allowed = {space.key(c) for c in s.searcher.candidates}
+        for cfg in d:
+            for n in neighbours(space, cfg, allowed):
+                add(spec, s, n)
+    return design, spec
+
+
+def submit(searches, compilers: dict, groups: dict) -> tuple[int, int]:
+    """Queue the plan's compiles on every node of each search's accelerator type (fire and forget: a trial asking
+    for one later waits on that build); returns (design, speculative) binaries queued."""
+    nodes = {accel: [n["node_id"] for n in ns] for accel, ns in groups.items()}
+    design, spec = plan(searches)
+    design = design[:MAX_QUEUED]
+    spec = spec[: MAX_QUEUED - len(design)]
+    n = [0, 0]
+    for k, (items, speculative) in enumerate(((design, False), (spec, True))):
+        for s, cfg in items:
+            handles = [compilers[nd] for nd in nodes.get(s.accel, []) if compilers.get(nd) is not None]
+            for h in handles:
+                _REFS.append(h.compile.remote(s.problem, cfg, speculative))
+            n[k] += bool(handles)
+    return n[0], n[1]
+
+
+_REFS: list = []  # kept so that nothing cancels the queued compiles; their outcomes reach trials via the actor
+
+
+def _problem(d: dict):
+    from raytune_attn.problem import Problem
+
+    return Problem.from_dict(d)
