@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Eighth run. Each PART is one device call of at most 10 minutes.
 #   PART=two    (nvidia-h200-x2, 32 cores) the Llama-3-8B prefill GP sweep (study space, budget 30, ASHA) on one
-#               GPU, then on both, each with 31 compile processes and a cold Triton cache: the two-GPU speed-up.
+#               GPU, then on both, each with 31 compile processes and a cold Triton cache: the two-GPU speed-up;
+#               with FIFO=1 then the one-GPU sweep without early stopping: what early stopping saves.
 #   PART=fifo   (nvidia-h200) the same sweep with ASHA, then without early stopping (FIFO), each with 15 compile
 #               processes and a cold cache: what early stopping saves in GPU time and what it costs in quality.
 #   PART=kernel (nvidia-h200) the CUDA test suite of the kernel (every knob, tests/test_flash_attn.py), then a GP
@@ -26,6 +27,7 @@ sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
   echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
   mkdir -p "/tmp/pack/$name"; cp "/tmp/$name.log" "/tmp/$name/summary.json" "/tmp/$name/trials.parquet" \
     "/tmp/$name/best_configs.json" "/tmp/pack/$name/" 2>/dev/null
+  (cd /tmp/pack && tar -czf "$OUT/run8_$name.tar.gz" "$name")  # each sweep's files as soon as it ends
 }
 llama() {  # llama NAME TIMEOUT [extra flags]
   local name=$1 limit=$2; shift 2
@@ -34,17 +36,17 @@ llama() {  # llama NAME TIMEOUT [extra flags]
 }
 
 case $PART in
-  two)
-    CUDA_VISIBLE_DEVICES=0 llama llama-1gpu 300 --compile-workers 31
-    CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu 250 --compile-workers 31 ;;
+  two)  # and, when FIFO=1, the one-GPU sweep without early stopping (GPU 0, 31 compile processes)
+    CUDA_VISIBLE_DEVICES=0 llama llama-1gpu 185 --compile-workers 31
+    CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu 135 --compile-workers 31
+    [ "${FIFO:-0}" = 1 ] && CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-fifo 255 --compile-workers 31 --no-early-stop ;;
   fifo)
     llama llama-asha 260 --compile-workers 15
     llama llama-fifo 320 --compile-workers 15 --no-early-stop ;;
   kernel)
     # pytest is not on the GPU host: PYTEST_SITE is a folder with pytest and its pure-Python dependencies.
     PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-} timeout 240 python3 -m pytest -q -p no:cacheprovider \
-      tests/test_flash_attn.py > /tmp/pack/cuda_suite.log 2>&1; echo "cuda suite rc=$?"
-    tail -5 /tmp/pack/cuda_suite.log
+      tests/test_flash_attn.py tests/test_timing.py > "$OUT/cuda_suite.log" 2>&1; echo "cuda suite rc=$?"
+    tail -5 "$OUT/cuda_suite.log"
     sweep grid-bf16 330 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
 esac
-(cd /tmp/pack && tar -czf "$OUT/run8_$PART.tar.gz" .)

@@ -133,7 +133,8 @@ def start_actors(groups: dict, args, cpu_mode: bool):
             if workers > 0 and node["node_id"] not in node_compiler:
                 # Threads for every request in flight: trials' compiles, and prefetches waiting for a worker.
                 node_compiler[node["node_id"]] = CompileActor.options(
-                    num_cpus=0, max_concurrency=workers + prefetch.MAX_QUEUED + 128, scheduling_strategy=strat, runtime_env=runtime_env,
+                    num_cpus=0, max_concurrency=workers + prefetch.MAX_QUEUED + 128, scheduling_strategy=strat,
+                    runtime_env=runtime_env,
                 ).remote(workers, args.compile_timeout)
             for _ in range(node["gpus"]):
                 opts = {"num_cpus": 0, "num_gpus": 0 if cpu_mode else 1, "runtime_env": runtime_env}
