@@ -47,8 +47,15 @@ def specialization(problem: Problem, config: dict) -> tuple:
             problem.hq == problem.hkv)
 
 
+# Compile processes run at a lower CPU priority: on a node whose cores they fill, the benchmark actors' timing loops
+# (host launches of flush, spin and kernel) must not wait for a core. On two H200s with 31 compile processes on 32
+# cores, unniced compiles made the small keys' rungs take 3-4x their GPU time (run 8).
+COMPILE_NICE = 10
+
+
 def _worker(conn, device: str):
     # Runs in a spawned process: imports torch/triton once, then compiles whatever it is sent.
+    os.nice(COMPILE_NICE)
     from raytune_attn.config import InvalidConfig
     from raytune_attn.workload import make_workload
 

@@ -2,7 +2,8 @@
 # Eighth run. Each PART is one device call of at most 10 minutes.
 #   PART=two    (nvidia-h200-x2, 32 cores) the Llama-3-8B prefill GP sweep (study space, budget 30, ASHA) on one
 #               GPU, then on both, each with 31 compile processes and a cold Triton cache: the two-GPU speed-up;
-#               with FIFO=1 then the one-GPU sweep without early stopping: what early stopping saves.
+#               with FIFO=1 then the one-GPU sweep without early stopping: what early stopping saves; with
+#               SUITE_S=N then the kernel's CUDA suite for at most N seconds.
 #   PART=fifo   (nvidia-h200) the same sweep with ASHA, then without early stopping (FIFO), each with 15 compile
 #               processes and a cold cache: what early stopping saves in GPU time and what it costs in quality.
 #   PART=kernel (nvidia-h200) the CUDA test suite of the kernel (every knob, tests/test_flash_attn.py), then a GP
@@ -38,8 +39,13 @@ llama() {  # llama NAME TIMEOUT [extra flags]
 case $PART in
   two)  # and, when FIFO=1, the one-GPU sweep without early stopping (GPU 0, 31 compile processes)
     CUDA_VISIBLE_DEVICES=0 llama llama-1gpu 185 --compile-workers 31
-    CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu 135 --compile-workers 31
-    [ "${FIFO:-0}" = 1 ] && CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-fifo 255 --compile-workers 31 --no-early-stop ;;
+    CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu 150 --compile-workers 31
+    [ "${FIFO:-0}" = 1 ] && CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-fifo 255 --compile-workers 31 --no-early-stop
+    if [ -n "${SUITE_S:-}" ]; then  # then the kernel's CUDA suite for at most SUITE_S seconds
+      PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-} timeout "$SUITE_S" python3 -m pytest -q -p no:cacheprovider \
+        tests/test_timing.py tests/test_flash_attn.py > "$OUT/cuda_suite.log" 2>&1; echo "cuda suite rc=$?"
+      tail -5 "$OUT/cuda_suite.log"
+    fi ;;
   fifo)
     llama llama-asha 260 --compile-workers 15
     llama llama-fifo 320 --compile-workers 15 --no-early-stop ;;
