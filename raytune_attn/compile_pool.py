@@ -71,7 +71,7 @@ def _worker(conn, device: str):
             w = workloads.get(problem.key)
             if w is None:
                 workloads.clear()
-                w = workloads[problem.key] = make_workload(problem, device=device)
+                w = workloads[problem.key] = make_workload(problem, device=device, random=False)
             kernel = w.compile(config)
             meta = getattr(kernel, "metadata", None)
             res = ("ok", "", time.perf_counter() - t0, getattr(kernel, "n_regs", None),

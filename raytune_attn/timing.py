@@ -29,7 +29,7 @@ def rep_count(est_ms: float, rep_ms: float, per_run_overhead_ms: float) -> int:
 
 
 def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float = 50,
-              cap_ms: float | None = None) -> float:
+              cap_ms: float | None = None, stats: dict | None = None) -> float:
     """Median time of `fn` in milliseconds. On a GPU: CUDA events around each run, L2 flushed and the host's
     launch latency hidden before each run (see the module doc). In the interpreter: wall clock of a few runs (not
     representative of any GPU).
@@ -37,9 +37,12 @@ def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float 
     `cap_ms` (adaptive capping, as in SMAC): when one run already takes longer, that run's time is returned at
     once. A sweep caps a rung at a multiple of the best latency its problem has seen: a config 10x slower than the
     best cannot win, and its full rung (warm-up and at least MIN_REPS runs) would cost a 2-second kernel 20 s of
-    GPU time. A returned time above `cap_ms` is therefore a single run."""
+    GPU time. A returned time above `cap_ms` is therefore a single run.
+
+    `stats`, when given, receives `runs` (timed runs) and `host_us_per_launch`: the host's seconds per call of
+    `fn` during the warm-up, when the calls only queue work (a diagnostic: a busy host shows here first)."""
     if torch.cuda.is_available():
-        return _gpu_median_ms(fn, warmup_ms, rep_ms, cap_ms)
+        return _gpu_median_ms(fn, warmup_ms, rep_ms, cap_ms, stats if stats is not None else {})
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -48,7 +51,9 @@ def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float 
     return sorted(times)[1]
 
 
-def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = None) -> float:
+def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = None,
+                   stats: dict | None = None) -> float:
+    stats = {} if stats is None else stats
     import triton
 
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()  # larger than L2
@@ -59,6 +64,7 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     torch.cuda.synchronize()
     first = a.elapsed_time(b)
     if cap_ms is not None and first > cap_ms:
+        stats["runs"] = 1
         return float(first)
     # Estimate one run, and what the flush and the spin add, from back-to-back runs (fewer for long kernels).
     k = min(5, max(1, int(10.0 / max(first, 1e-3))))
@@ -73,9 +79,13 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     torch.cuda.synchronize()
     est = a.elapsed_time(b) / k
     overhead = b.elapsed_time(c)
-    for _ in range(max(1, int(warmup_ms / max(est, 1e-6)))):
+    warm = max(1, int(warmup_ms / max(est, 1e-6)))
+    t0 = time.perf_counter()
+    for _ in range(warm):
         fn()
+    stats["host_us_per_launch"] = (time.perf_counter() - t0) / warm * 1e6
     n = rep_count(est, rep_ms, overhead)
+    stats["runs"] = n
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for s, e in zip(starts, ends, strict=True):

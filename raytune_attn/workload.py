@@ -68,16 +68,21 @@ class Workload:
         return self.run(config, compile_only=True)
 
 
-def make_workload(problem: Problem, device: str | torch.device = "cuda", seed: int = 0) -> Workload:
+def make_workload(problem: Problem, device: str | torch.device = "cuda", seed: int = 0,
+                  random: bool = True) -> Workload:
     """Random normal inputs (never zeros: they hide unwritten outputs and run faster than real data).
 
     Drawn on the target device: a Llama prefill key packs up to half a million tokens (a billion elements for Q),
-    which the CPU's generator needs seconds for and a GPU's milliseconds."""
+    which the CPU's generator needs seconds for and a GPU's milliseconds. `random=False` leaves them unfilled: a
+    compile process needs only their shapes, dtypes and alignment, and must launch no kernel on a GPU where a
+    benchmark actor may be timing."""
     dev = torch.device(device)
-    g = torch.Generator(device=dev).manual_seed(seed)
+    g = torch.Generator(device=dev).manual_seed(seed) if random else None
     dtype = _DTYPES[problem.dtype]
 
     def rand(*shape):
+        if not random:
+            return torch.empty(*shape, dtype=dtype, device=dev)
         return torch.randn(*shape, generator=g, dtype=torch.float32, device=dev).to(dtype=dtype)
 
     p = problem

@@ -94,10 +94,21 @@ class _Bench:
         self.compile_wait_s = 0.0  # seconds compiling or loading binaries in this process
         self.baseline_s = 0.0  # of busy_s: measuring the SDPA baselines (not the search's work)
         self.calls = 0
+        self.launch_us: list[float] = []  # host microseconds per kernel launch in each rung's warm-up
 
     def info(self) -> dict:
-        return {**self.info_, "pid": os.getpid(), "node_id": ray.get_runtime_context().get_node_id()
-                if ray.is_initialized() else "", "device": self.device}
+        gpu = {}
+        if self.device == "cuda":
+            import torch
+
+            # Which physical GPU and how many cores this actor got: two actors on one GPU, or an actor squeezed
+            # onto few cores, would show in a sweep's timings without an error.
+            gpu = {"gpu_uuid": str(getattr(torch.cuda.get_device_properties(0), "uuid", "")),
+                   "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+        cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+        return {**self.info_, **gpu, "pid": os.getpid(), "cpus": cpus,
+                "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else "",
+                "device": self.device}
 
     def _workload(self, problem: dict):
         """Inputs, reference and FLOPs of a problem, kept across calls: a sweep interleaves all its problems'
@@ -153,7 +164,11 @@ class _Bench:
                     out.update(status="invalid", reason=f"wrong result: rel err {err:.2e} vs reference")
                     return out
             t2 = time.perf_counter()
-            ms = median_ms(lambda: w.run(config), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms, cap_ms=cap_ms)
+            timing: dict = {}
+            ms = median_ms(lambda: w.run(config), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms, cap_ms=cap_ms,
+                           stats=timing)
+            if "host_us_per_launch" in timing:
+                self.launch_us.append(timing["host_us_per_launch"])
             out.update(latency_ms=ms, tflops=tflops(flops, ms), capped=cap_ms is not None and ms > cap_ms)
             out["bench_s"] = time.perf_counter() - t2
         except InvalidConfig as e:
@@ -184,8 +199,13 @@ class _Bench:
                 for r in rows if r["tflops"] == r["tflops"]}
 
     def stats(self) -> dict:
+        import statistics
+
+        lu = sorted(self.launch_us)
         return {"busy_s": self.busy_s, "baseline_s": self.baseline_s, "compile_wait_s": self.compile_wait_s,
                 "calls": self.calls,
+                "launch_us_p50": statistics.median(lu) if lu else None,
+                "launch_us_p90": lu[int(0.9 * (len(lu) - 1))] if lu else None,
                 "alive_s": time.time() - self.t_start, "pid": os.getpid()}
 
 
