@@ -86,3 +86,17 @@ def test_maxnreg_refused_on_amd_only():
     assert validate_config({"maxnreg": 168, "num_warps": 8}, vendor="nvidia")["maxnreg"] == 168
     assert validate_config({"maxnreg": 232, "WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True},
                            vendor="cpu")["PERSISTENT"] is True  # fmt: skip
+
+
+def test_default_tiles_follow_short_sequences_and_only_those():
+    assert default_config(128, 4096, 4096) == default_config(128)  # long sequences: the plain default
+    short = default_config(128, 16, 16)
+    assert (short["BLOCK_M"], short["BLOCK_N"], short["num_warps"], short["num_stages"]) == (16, 16, 2, 1)
+    mid = default_config(128, 50, 50)  # rounded up to a power of two; one 64-key block: one stage
+    assert (mid["BLOCK_M"], mid["BLOCK_N"], mid["num_warps"], mid["num_stages"]) == (64, 64, 4, 1)
+    assert default_config(256, 100, 3000) == default_config(256)  # head dim 256's tiles are already 64 x 32
+    wide = default_config(256, 30, 3000)
+    assert (wide["BLOCK_M"], wide["BLOCK_N"], wide["num_warps"], wide["num_stages"]) == (32, 32, 2, 2)
+    for d in (64, 128, 256):  # every length-aware default is a valid config for its head dim
+        for sq, sk in ((1, 1), (16, 4096), (4096, 16), (100, 100)):
+            assert validate_config(default_config(d, sq, sk), head_dim=d, vendor="nvidia")
