@@ -14,7 +14,9 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
 * Acquisition: the space is discrete and small (at most ~10^4 feasible configs), so the expected improvement is
   evaluated exactly at every unmeasured, not-in-flight candidate, instead of skopt's continuous optimizer whose
   optimum must be rounded back onto the grid (and may land on a measured or infeasible config).
-* Initial design: the kernel's default config for the problem's head dim and its adjacent one-knob neighbours
+* Initial design: the kernel's default config for the problem's head dim (and, given `seqlen_q`/`seqlen_k`, its
+  sequence lengths: tiles no taller than the sequences, config.default_config; the nearest candidate when the
+  space excludes that config) and its adjacent one-knob neighbours
   (each knob one value up or down; 8 or 9 configs in the study's space), a one-factor-at-a-time screening that
   measures every knob's effect where tuning starts. Latin-hypercube points in the encoded coordinates, each
   snapped to the nearest free candidate, make up `n_initial` configs when that is fewer (or when the space lacks
@@ -95,6 +97,8 @@ class GPSearcher(DiscreteSearcher):
         coupled: Sequence[tuple[str, str]] | None = None,
         features: tuple[str, ...] | list[str] = (),
         head_dim: int = 128,
+        seqlen_q: int | None = None,
+        seqlen_k: int | None = None,
         warm_start: Any = None,
         **kw,
     ):
@@ -114,6 +118,8 @@ class GPSearcher(DiscreteSearcher):
         self.local_every, self.local_knobs = int(local_every), int(local_knobs)
         self.seed_default, self.screen_default, self.head_dim = bool(seed_default), bool(screen_default), int(head_dim)
         self.local_top = int(local_top)
+        # The problem's (maximum) sequence lengths: the design starts from the length-aware default (config.py).
+        self.seqlen_q, self.seqlen_k = seqlen_q, seqlen_k
         # Coupled knob pairs (default: the two knobs of each derived feature, features.py) as column pairs of _cat.
         names = [p.name for p in self.space.params]
         pairs = [k for k, _ in FEATURES.values()] if coupled is None else [tuple(pair) for pair in coupled]
@@ -165,10 +171,15 @@ class GPSearcher(DiscreteSearcher):
         chosen: list[int] = []
         free = np.ones(len(self.candidates), dtype=bool)
         if self.seed_default:
-            default = default_config(self.head_dim)
-            key = self._key_or_none({p.name: default.get(p.name) for p in self.space.params})
-            if key is not None and key in self._index:
-                i0 = self._index[key]
+            default = default_config(self.head_dim, self.seqlen_q, self.seqlen_k)
+            start = {p.name: default.get(p.name) for p in self.space.params}
+            key = self._key_or_none(start)
+            i0 = self._index.get(key) if key is not None else None
+            if i0 is None and self.seqlen_q and all(start[p.name] in p.values for p in self.space.params):
+                # The length-aware default may break a constraint of the space (BLOCK_M >= BLOCK_N): start from the
+                # candidate nearest to it in the encoded inputs instead.
+                i0 = int(np.argmin(((self._X_design - self.encoding.transform([start])[0]) ** 2).sum(axis=1)))
+            if i0 is not None:
                 chosen.append(i0)
                 if self.screen_default:
                     step = self._cat - self._cat[i0]

@@ -236,8 +236,10 @@ def run(args) -> dict:
                 arch = space.arch if space.arch in ARCHS else inf[0]["arch"]
                 pre = Prefilter.for_arch(arch, head_dim=p.head_dim, dtype_bytes=_dtype_bytes(p.dtype)) \
                     if arch in ARCHS else None
-                # The GP starts from the kernel's default config for this head dim and screens its neighbours.
-                opts = {"head_dim": p.head_dim} if args.searcher == "gp" else {}
+                # The GP starts from the kernel's default config for this head dim and sequence lengths (tiles no
+                # taller than the sequences) and screens its neighbours.
+                opts = ({"head_dim": p.head_dim, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k}
+                        if args.searcher == "gp" else {})
                 # One seed per problem (seed + its index in the set): with one seed, searches of one head dim
                 # would ask for the same screening configs in the same order, so at the start every search waits
                 # on the same slow compile while the GPU idles; their own orders let the GPU take whichever

@@ -1,0 +1,50 @@
+"""Where the GP's search starts: the length-aware default config (config.default_config) of the problem.
+
+Short sequences start from tiles no taller than the sequences; replayed on the H200's exhaustive Llama-prefill
+landscapes (docs/search.md) this is what lets the GP reach the 16- and 64-token keys' best configs in budget."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from raytune_attn.config import default_config
+from raytune_attn.search import make_searcher
+from raytune_attn.search.landscape import load_landscape
+from raytune_attn.search.replay import run_searcher
+from raytune_attn.search.space import load_space
+
+H200 = Path(__file__).parents[1] / "docs/benchmarks/h200/run7/llama_exhaustive_x4_nosync.parquet"
+PARAMS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
+
+
+def _first(space, **kw):
+    return make_searcher("gp", space, seed=0, head_dim=128, **kw).suggest("t0")
+
+
+def test_short_sequences_start_from_short_tiles_and_long_ones_from_the_plain_default():
+    space = load_space("nvidia/sm90_study")
+    plain = _first(space)
+    assert _first(space, seqlen_q=4096, seqlen_k=4096) == plain
+    short = _first(space, seqlen_q=16, seqlen_k=16)
+    want = default_config(128, 16, 16)
+    assert {k: short[k] for k in PARAMS} == {k: want[k] for k in PARAMS} and short["BLOCK_M"] == 16
+
+
+def test_a_start_outside_the_space_snaps_to_the_nearest_candidate():
+    space = load_space("nvidia/sm90_study")  # BLOCK_M >= BLOCK_N: a 16-row, 64-column start is not in it
+    cfg = _first(space, seqlen_q=16, seqlen_k=4096)
+    # Nearest in the GP's inputs (log2 of the tile sizes): 32 x 32 is one step in each, 16 x 16 two in one.
+    assert space.contains(cfg) and (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"]) == (32, 32, 2)
+
+
+def test_length_aware_start_reaches_the_16_token_keys_best_in_budget():
+    key = "varlen-b128-hq32-hkv8-sq16-sk16-d128-causal-bfloat16"
+    land = load_landscape(H200, params=PARAMS, select={"problem_key": key})
+    evals = {}
+    for name, opts in (("plain", {}), ("length", {"seqlen_q": 16, "seqlen_k": 16})):
+        runs = [run_searcher(make_searcher("gp", land.space, seed=s, head_dim=128, **opts), land, 30)
+                for s in range(2)]
+        evals[name] = np.median([r.evals_to(0.98 * land.best, 30) for r in runs])
+    assert evals["length"] <= 5 < evals["plain"]
