@@ -120,13 +120,18 @@ def replay_cmd(
     select: list[str] = typer.Option(None, "--select", help="Keep rows with COLUMN=VALUE (repeatable)."),
     concurrency: int = typer.Option(1, "--concurrency", help="Configs asked for before any is told (parallel)."),
     json_out: str = typer.Option(None, "--json", help="Write the summary as JSON here."),
+    gp_option: list[str] = typer.Option(None, "--gp-option", help="GP option NAME=VALUE, e.g. cost_aware=false."),
+    cold_compile: bool = typer.Option(False, "--cold-compile", help="Compile seconds: each config's largest over "
+                                      "the whole table, ignoring --select (its cold build)."),
 ):
-    """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best."""
+    """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best, and the
+    compile seconds spent."""
     from raytune_attn.search.replay import replay_command
 
     print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, seed_start=seed_start,
                          objective=objective,
-                         params=params or [], select=select or [], concurrency=concurrency, json_out=json_out))
+                         params=params or [], select=select or [], concurrency=concurrency, json_out=json_out,
+                         gp_options=gp_option or [], cold_compile=cold_compile))
     if json_out:
         print(f"wrote {json_out}")
 

@@ -85,9 +85,64 @@ def test_replay_cli_json(synthetic_path, tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert set(doc) == {"random", "grid"}
     for s in doc.values():
-        assert set(s) == {"evals_to_95", "evals_to_98", "best_at_budget"}
+        assert set(s) == {"evals_to_95", "evals_to_98", "best_at_budget", "compile_s_to_98", "compile_s_total"}
         assert 1 <= s["evals_to_95"]["median"] <= s["evals_to_98"]["median"] <= 31
         assert s["evals_to_98"]["max"] <= 31
+
+
+def test_replay_counts_compile_seconds():
+    """Cold compile seconds until 98% and over the budget, from the table's compile_s: failed configs count,
+    configs without a time count 0."""
+    df = pd.DataFrame({"BLOCK_M": [16, 32, 64, 128, 256], "tflops": [1.0, 2.0, np.nan, 4.0, 10.0],
+                       "compile_s": [0.5, np.nan, 3.0, 7.0, 40.0]})  # fmt: skip
+    land = load_landscape(df)
+    assert land.compile_s == {(16,): 0.5, (64,): 3.0, (128,): 7.0, (256,): 40.0}
+    s = replay(land, ["grid"], budget=5, seeds=1)["grid"]  # grid order: 16, 32, ..., the best last
+    assert s["compile_s_to_98"]["median"] == s["compile_s_total"]["median"] == round(df.compile_s.sum(), 1)
+    s = replay(land, ["grid"], budget=4, seeds=1)["grid"]  # never reaches 98%: the budget's seconds
+    assert s["compile_s_to_98"]["median"] == s["compile_s_total"]["median"] == round(df.compile_s[:4].sum(), 1)
+
+
+def test_searcher_is_told_compile_seconds():
+    from raytune_attn.search import make_searcher
+    from raytune_attn.search.replay import run_searcher
+
+    land = load_landscape(RECORDED[0])
+    s = make_searcher("gp", land.space, seed=0, head_dim=land.head_dim)
+    run = run_searcher(s, land, 12)
+    assert run.compile_s == [land.compile_seconds(c) for c in run.configs]
+    assert s._compile == {s._index[land.space.key(c)]: land.compile_seconds(c) for c in run.configs}
+    assert any(not np.isfinite(land.value(c)) for c in run.configs)  # failed configs' compiles are told too
+
+
+def test_cold_compile_from_the_whole_table():
+    """Problems that share binaries: the first built each config cold, the other loaded it from the cache."""
+    df = pd.DataFrame({"BLOCK_M": [16, 32, 16, 32], "tflops": [1.0, 2.0, 3.0, 4.0],
+                       "compile_s": [2.5, 9.0, 0.004, 0.003], "problem_key": ["a", "a", "b", "b"]})  # fmt: skip
+    assert load_landscape(df, select={"problem_key": "b"}).compile_s == {(16,): 0.004, (32,): 0.003}
+    cold = load_landscape(df, select={"problem_key": "b"}, cold_compile=True)
+    assert cold.compile_s == {(16,): 2.5, (32,): 9.0} and cold.values == {(16,): 3.0, (32,): 4.0}
+
+
+def test_replay_gp_options_and_cold_compile_flags(tmp_path, capsys):
+    df = pd.DataFrame({"BLOCK_M": [16, 32, 64, 128] * 2, "BLOCK_N": [16, 16, 32, 32] * 2,
+                       "tflops": [1.0, 2.0, 3.0, 4.0, 2.0, 3.0, 4.0, 5.0],
+                       "compile_s": [1.0, 2.0, 3.0, 4.0, 0.01, 0.01, 0.01, 0.01],
+                       "problem_key": ["a"] * 4 + ["b"] * 4})  # fmt: skip
+    path = tmp_path / "t.parquet"
+    df.to_parquet(path)
+    out = tmp_path / "r.json"
+    base = ["replay", "--landscape", str(path), "--select", "problem_key=b", "--searcher", "gp", "--budget", "4",
+            "--seeds", "1", "--json", str(out)]  # fmt: skip
+    assert main(base + ["--gp-option", "cost_aware=false", "--gp-option", "n_initial=2"]) == 0
+    assert json.loads(out.read_text())["gp"]["compile_s_total"]["median"] == 0.0  # cache loads only
+    assert main(base + ["--cold-compile"]) == 0
+    assert json.loads(out.read_text())["gp"]["compile_s_total"]["median"] == 10.0
+    capsys.readouterr()
+    assert main(base + ["--gp-option", "nope=1"]) == 2
+    assert main(base + ["--gp-option", "cost_aware"]) == 2
+    errs = capsys.readouterr().err.strip().splitlines()
+    assert "unknown GP option 'nope'" in errs[0] and "NAME=VALUE" in errs[1]
 
 
 def test_replay_seed_start_and_module_cli(synthetic_path, tmp_path, capsys):
@@ -146,3 +201,18 @@ def test_gp_reaches_98_percent_within_25_on_study_space(path, seed_start):
     assert len(land.values) == 450
     summary = replay(land, ["gp"], budget=40, seeds=10, seed_start=seed_start)["gp"]["evals_to_98"]
     assert summary["median"] <= 25
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
+def test_cost_aware_gp_spends_less_compile_time(path):
+    """EI per second against plain EI (`cost_aware=False`), budget 70: the same evaluations to 98% (reached by
+    the screening and local steps, which the cost leaves alone), no more compile seconds until then, and fewer
+    over the budget (the global steps after the local neighbourhood is exhausted, from ~50 evaluations on,
+    skip the slowest compiles)."""
+    land = load_landscape(path)
+    aware = replay(land, ["gp"], budget=70, seeds=3)["gp"]
+    plain = replay(land, ["gp"], budget=70, seeds=3, options={"gp": {"cost_aware": False}})["gp"]
+    assert aware["evals_to_98"] == plain["evals_to_98"]
+    assert aware["compile_s_to_98"]["median"] <= plain["compile_s_to_98"]["median"]
+    assert aware["compile_s_total"]["median"] < plain["compile_s_total"]["median"]

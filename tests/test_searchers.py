@@ -4,16 +4,23 @@ determinism and warm start."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 from ray.tune.search import Searcher
+from scipy.stats import spearmanr
 
 from raytune_attn.search import SEARCHERS, make_searcher
 from raytune_attn.search.landscape import load_landscape
+from raytune_attn.search.replay import run_searcher
 from raytune_attn.search.resources import Prefilter
 from raytune_attn.search.space import load_space
 from raytune_attn.search.synthetic import synthetic_landscape
+
+H100 = sorted((Path(__file__).parent / "data").glob("landscape_h100_*.parquet"))
+D128 = Path(__file__).parent / "data" / "landscape_h100_d128_causal_s4096.parquet"
+D64 = Path(__file__).parent / "data" / "landscape_h100_d64_full_s1024.parquet"
 
 
 @pytest.fixture(scope="module")
@@ -225,3 +232,78 @@ def test_gp_derived_features(land):
                                             10, value=val)  # fmt: skip
     with pytest.raises(ValueError, match="unknown derived feature"):
         make_searcher("gp", land.space, features=("nope",))
+
+
+
+def tell(s, land, configs, compile_s=None):
+    """Tell these configs' recorded values (failed ones as "invalid") and compile seconds (`compile_s(config)`,
+    the landscape's by default; None leaves the key out), as a live sweep's results carry them."""
+    for c in configs:
+        v = land.value(c)
+        secs = land.compile_seconds(c) if compile_s is None else compile_s(c)
+        result = {"tflops": v, "status": "ok" if np.isfinite(v) else "invalid", "config": c}
+        if secs is not None:
+            result["compile_s"] = secs
+        s.on_trial_complete(f"told{len(s.observations)}", result)
+
+
+@pytest.mark.parametrize("path", H100, ids=[p.stem for p in H100])
+def test_gp_learns_which_configs_compile_slowly(path):
+    """After the GP's own first 20 trials on a recorded H100 landscape, its compile-time model ranks the recorded
+    cold compile seconds of the ~430 configs it has not measured, and the tenth it predicts slowest is slow."""
+    land = load_landscape(path)
+    s = make_searcher("gp", land.space, seed=0, head_dim=land.head_dim)
+    run = run_searcher(s, land, 20)
+    assert s._compile == {s._index[land.space.key(c)]: land.compile_seconds(c) for c in run.configs}
+    rest = np.flatnonzero(~s._taken)
+    predicted = s._compile_cost(rest)
+    recorded = np.array([land.compile_seconds(s.candidates[i]) for i in rest])
+    assert spearmanr(predicted, recorded).statistic > 0.7
+    slowest = np.argsort(predicted)[-len(rest) // 10 :]
+    assert np.median(recorded[slowest]) > 5 * np.median(recorded)
+
+
+def test_shared_builds_are_remembered_but_not_fitted():
+    """compile_s 0 (built by another search) or a cache load is kept as free but says nothing about the cold
+    cost: the model is the one fitted on the cold compiles alone, and there is none before 5 of them."""
+    land = load_landscape(D128)
+    configs = [land.space.to_config(k) for k in sorted(land.values)[::45]]  # 10 configs across the space
+    shared = {land.space.key(c) for c in configs[::3]}  # 4 of them arrive already built
+    secs = lambda c: 0.0 if land.space.key(c) in shared else land.compile_seconds(c)  # noqa: E731
+    a, b = (make_searcher("gp", land.space, seed=0) for _ in range(2))
+    tell(a, land, configs, compile_s=secs)
+    tell(b, land, configs, compile_s=lambda c: None if land.space.key(c) in shared else secs(c))
+    assert sorted(a._compile.values()).count(0.0) == 4 and len(b._compile) == 6
+    idx = np.arange(len(a.candidates))
+    assert np.array_equal(a._compile_cost(idx), b._compile_cost(idx))
+    few = make_searcher("gp", land.space, seed=0)
+    tell(few, land, configs[:6], compile_s=secs)  # 4 cold compiles
+    assert few._compile_cost(idx) is None
+
+
+def test_cost_aware_global_steps_avoid_slow_compiles():
+    """Global EI per second avoids the configs it predicts slow to compile. With the local steps off, every pick
+    after the screening design is global: on the recorded D=64 landscape, where plain EI compiles several of the
+    13-34 s big-tile configs within 30 trials, the cost-aware runs spend less compile time and their slowest
+    compile is shorter."""
+    land = load_landscape(D64)
+    total, slowest = {}, {}
+    for cost_aware in (True, False):
+        runs = [run_searcher(make_searcher("gp", land.space, seed=seed, head_dim=64, local_top=0,
+                                           cost_aware=cost_aware), land, 30) for seed in range(5)]  # fmt: skip
+        total[cost_aware] = np.median([sum(r.compile_s) for r in runs])
+        slowest[cost_aware] = np.median([max(r.compile_s) for r in runs])
+    assert total[True] < total[False] and slowest[True] < slowest[False]
+
+
+def test_compile_state_round_trip(tmp_path):
+    """The compile seconds told survive save/restore, and the restored searcher's cost-aware picks match."""
+    land = load_landscape(D128)
+    s = make_searcher("gp", land.space, seed=2, head_dim=128, local_top=0)
+    run_searcher(s, land, 14)
+    path = tmp_path / "gp.pkl"
+    s.save(str(path))
+    r = make_searcher("gp", land.space, seed=0, head_dim=128, local_top=0)
+    r.restore(str(path))
+    assert r._compile == s._compile and len(r._compile) == 14
+    assert [r.suggest(f"n{k}") for k in range(3)] == [s.suggest(f"n{k}") for k in range(3)]

@@ -41,6 +41,18 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   num_warps) and log2(BLOCK_N * num_stages) as extra GP inputs. Off by default: with the screening design and
   the coupled moves, rows_per_warp changed nothing on the recorded landscapes and both together cost D=64 two
   evaluations (docs/search.md, "What was tried for issue 3").
+* Compile time as a cost: each result's `compile_s` (seconds this trial spent compiling; 0 when another search
+  of the sweep had built the binary) is kept per config. Once 5 cold compiles (>= CACHE_LOAD_S) are known, a ridge
+  regression of log(compile seconds) on the GP inputs and their pairwise products predicts every candidate's
+  compile time (`_compile_cost`), and the global EI steps rank by EI per second (Snoek et al. 2012): EI /
+  (predicted compile + `bench_s`)^`cost_power`. On by default (`cost_aware`): on the recorded landscapes the
+  evaluations to 98% are unchanged with budgets of 30-40 and of 100, bar one H200 landscape reached only by the
+  global steps (50 evaluations instead of 48); the screening and the local steps find the best configs, and the
+  global steps start only after ~50 evaluations on the H100 landscapes. Within 100 evaluations the global
+  steps no longer compile the 31-107 s big-tile configs of the H100 landscapes: 23-56% fewer compile seconds
+  there, 30% on the median H200 landscape (docs/search.md, "Compile time as a cost").
+  The screening design and the local steps ignore the cost: penalizing slow-compiling neighbours saved little
+  compile time and cost up to 13 evaluations on the H200 landscapes.
 * Warm start: results of an earlier sweep (another shape or GPU) enter as extra observations. Their log scores
   are shifted by the median difference to this sweep's measurements on the configs both measured (0 before any
   overlap), and a config's own measurement replaces its warm value. With `n_initial` or more warm successes, the
@@ -71,6 +83,10 @@ from raytune_attn.search.encoding import Encoding
 from raytune_attn.search.features import FEATURES, DerivedFeatures
 from raytune_attn.search.landscape import Landscape, read_table, table_values
 
+CACHE_LOAD_S = 0.1  # compile seconds below this are a cache load or a shared build; every cold compile took > 0.3 s
+MIN_COLD_COMPILES = 5  # cold compile times known before the compile-time model is used
+COST_RIDGE = 0.3  # the compile-time model's ridge penalty (inputs in [0, 1])
+
 
 class GPSearcher(DiscreteSearcher):
     name = "gp"
@@ -100,6 +116,9 @@ class GPSearcher(DiscreteSearcher):
         seqlen_q: int | None = None,
         seqlen_k: int | None = None,
         warm_start: Any = None,
+        cost_aware: bool = True,
+        cost_power: float = 1.0,
+        bench_s: float = 0.2,
         **kw,
     ):
         super().__init__(space, **kw)
@@ -126,6 +145,7 @@ class GPSearcher(DiscreteSearcher):
         self._pairs = [(names.index(a), names.index(b)) for a, b in pairs if a in names and b in names]
         self._warm: list[tuple[np.ndarray, tuple | None, float | None]] = []  # (x, candidate key or None, score)
         self.timings: list[tuple[int, float]] = []  # (observations told, seconds) per model-based suggestion
+        self.cost_aware, self.cost_power, self.bench_s = bool(cost_aware), float(cost_power), float(bench_s)
         self._reset()
         if warm_start is not None:
             self.add_warm_start(warm_start)
@@ -135,6 +155,7 @@ class GPSearcher(DiscreteSearcher):
         self._theta: np.ndarray | None = None  # last optimized kernel hyperparameters (log-transformed)
         self._refit_at, self._n_refits = -1, 0
         self._design = self._initial_design()
+        self._compile: dict[int, float] = {}  # candidate index -> compile seconds its result reported (0 = shared)
 
     def _inputs(self, configs) -> np.ndarray:
         """GP inputs: the space's encoding, then the derived features (features.py)."""
@@ -148,6 +169,17 @@ class GPSearcher(DiscreteSearcher):
 
     def _observe(self, i: int, value: float | None) -> None:
         self._scores[i] = self._score(value)
+
+    def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
+        told = len(self._obs)
+        super().on_trial_complete(trial_id, result, error)
+        if len(self._obs) > told and result:  # this trial was ours and new: keep the compile seconds it reports
+            try:
+                secs = float(result.get("compile_s"))
+            except (TypeError, ValueError):
+                return
+            if math.isfinite(secs) and secs >= 0:
+                self._compile[self._obs[-1][0]] = secs
 
     # ---- initial design -----------------------------------------------------------------------------------------
     def _initial_design(self) -> list[int]:
@@ -307,6 +339,30 @@ class GPSearcher(DiscreteSearcher):
             gp.fit(X, y)
             return gp
 
+    # ---- compile cost -------------------------------------------------------------------------------------------
+    def _compile_cost(self, idx: np.ndarray) -> np.ndarray | None:
+        """Predicted cold compile seconds of the candidates `idx`; None before MIN_COLD_COMPILES are known.
+
+        A ridge regression of log(compile seconds) on the GP inputs and all their pairwise products (a quadratic
+        model: the slow compiles are the big tiles, where BLOCK_M x BLOCK_N spills registers, an interaction).
+        Log scale: compile times span 0.4 s to 107 s on the recorded H100 landscapes, and 1 s vs 2 s matters as
+        much as 50 s vs 100 s. Only cold compiles count: a time below CACHE_LOAD_S is a binary built for another
+        search of the sweep (reported as 0) or a cache load, which says nothing about what compiling the config
+        costs. No hyperparameters to fit: one small least-squares solve, deterministic, no state beyond the times.
+        Along the GP's own runs on the recorded landscapes it ranked the unmeasured configs' compile times with a
+        Spearman correlation of 0.81-0.92 on the H100 and ~0.45 on the H200 (whose times were taken by ~33
+        parallel compiles); a second GP dropped to 0.41 for stretches of the D=128 run (hyperparameter fits that
+        made inputs irrelevant), a linear model to 0.59 (docs/search.md).
+        """
+        cold = [(i, s) for i, s in self._compile.items() if s >= CACHE_LOAD_S]
+        if len(cold) < MIN_COLD_COMPILES:
+            return None
+        X, y = _quadratic(self._X[[i for i, _ in cold]]), np.log([s for _, s in cold])
+        mx, my = X.mean(axis=0), y.mean()
+        Xc = X - mx
+        w = np.linalg.solve(Xc.T @ Xc + COST_RIDGE * np.eye(X.shape[1]), Xc.T @ (y - my))
+        return np.exp((_quadratic(self._X[idx]) - mx) @ w + my)
+
     # ---- choosing -----------------------------------------------------------------------------------------------
     def _pick(self, available: np.ndarray) -> int:
         while self._design and self._taken[self._design[0]]:
@@ -334,6 +390,11 @@ class GPSearcher(DiscreteSearcher):
             a = gaussian_ei(Xa, _Negated(gp), y_opt=-best, xi=self.xi * float(y[:n_fit].std()))
             if not np.any(a > 0):
                 a = gp.predict(Xa, return_std=True)[1]  # nothing expected to improve: explore the least known
+            cost = self._compile_cost(available) if self.cost_aware else None
+            if cost is not None:
+                # Expected improvement per second (Snoek et al. 2012): a trial costs its compile, as the model
+                # predicts it, plus the benchmark. A 100 s compile must promise ~100x the improvement of a 1 s one.
+                a = a / (cost + self.bench_s) ** self.cost_power
         else:
             a = -gaussian_lcb(Xa, _Negated(gp), kappa=self.kappa)
         # Ties (e.g. never-seen categories) go to the earliest candidate: deterministic.
@@ -372,6 +433,7 @@ class GPSearcher(DiscreteSearcher):
         state.update(theta=None if self._theta is None else self._theta.tolist(), refit_at=self._refit_at,
                      n_refits=self._n_refits, design=list(self._design), warm=[(x.tolist(), k, s) for x, k, s in
                      self._warm])  # fmt: skip
+        state["compile"] = [(self.space.key(self.candidates[i]), s) for i, s in self._compile.items()]
         return state
 
     def set_state(self, state: dict) -> None:
@@ -379,6 +441,13 @@ class GPSearcher(DiscreteSearcher):
         self._theta = None if state["theta"] is None else np.asarray(state["theta"])
         self._refit_at, self._n_refits, self._design = state["refit_at"], state["n_refits"], list(state["design"])
         self._warm = [(np.asarray(x), None if k is None else tuple(k), s) for x, k, s in state["warm"]]
+        self._compile = {self._index[tuple(k)]: s for k, s in state.get("compile", [])}
+
+
+def _quadratic(X: np.ndarray) -> np.ndarray:
+    """The columns of X and all their pairwise products (squares included): a quadratic model's inputs."""
+    i, j = np.triu_indices(X.shape[1])
+    return np.hstack([X, X[:, i] * X[:, j]])
 
 
 def _fit_subset(y: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

@@ -7,12 +7,17 @@ any; else every column except the objective and the well-known non-parameter col
 result frames) is stripped from column names.
 Rows with a `status` column other than "ok" count as failed. Duplicate configs (repeated trials) are aggregated
 by the median of their successful measurements; a config with no success is failed.
+A `compile_s` column, when present, gives each config's compile seconds: the largest of its rows (a repeated
+config's first trial built it cold, later ones loaded it from the cache), failed configs included (their compile
+was spent too). `cold_compile=True` takes that largest over the whole table, ignoring `select`: the cold build when
+the selected problem shares its binaries with the table's other problems (the Llama keys of the H200 run 7 built
+each config once, for whichever key came first, and recorded cache loads of a few ms for the others).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +55,7 @@ class Landscape:
     values: dict[tuple, float]  # space.key(config) -> objective (NaN for failed)
     objective: str
     head_dim: int | None = None  # the problem's head dim, when the table records one (picks the default config)
+    compile_s: dict[tuple, float] = field(default_factory=dict)  # space.key(config) -> compile seconds, if recorded
 
     @property
     def best(self) -> float:
@@ -60,6 +66,10 @@ class Landscape:
 
     def value(self, config: Mapping) -> float:
         return self.values[self.space.key(config)]
+
+    def compile_seconds(self, config: Mapping) -> float:
+        """The config's recorded compile seconds; 0.0 when the table has none for it."""
+        return self.compile_s.get(self.space.key(config), 0.0)
 
 
 def _native(v):
@@ -132,6 +142,7 @@ def load_landscape(
     objective: str = "tflops",
     params: Sequence[str] | None = None,
     select: Mapping[str, str] | None = None,
+    cold_compile: bool = False,
 ) -> Landscape:
     df = read_table(source, select=select)
     cols = parameter_columns(df, objective, params)
@@ -150,4 +161,13 @@ def load_landscape(
     head_dim = None
     if "head_dim" in df.columns and df["head_dim"].nunique() == 1:
         head_dim = int(df["head_dim"].iloc[0])
-    return Landscape(space, values, objective, head_dim)
+    compile_s = {}
+    if "compile_s" in df.columns:
+        src = read_table(source) if cold_compile else df
+        if all(c in src.columns for c in cols):
+            secs = pd.to_numeric(src["compile_s"], errors="coerce").groupby([src[c] for c in cols]).max()
+            for key, v in secs.items():
+                key = tuple(_native(k) for k in (key if isinstance(key, tuple) else (key,)))
+                if key in values and np.isfinite(v):
+                    compile_s[key] = float(v)
+    return Landscape(space, values, objective, head_dim, compile_s)
