@@ -277,20 +277,16 @@ class _Compiler:
             # build_s keeps what the binary cost to build, which the searcher learns compile costs from.
             return {**build.out, "compile_s": 0.0, "build_s": build.out.get("compile_s", 0.0), "shared": True}
         try:
-            if self._sim is not None:
-                pool = self._acquire(build)
-                try:
+            pool = self._acquire(build)  # the simulation holds a worker too: it models the pool's width
+            try:
+                if self._sim is not None:
                     build.out = self._sim.compile(config, key[1:])
-                finally:
-                    self._release(pool)
-            else:
-                pool = self._acquire(build)
-                try:
+                else:
                     res = next(iter(pool.compile(p, [config])))
-                finally:
-                    self._release(pool)
-                build.out = {"status": res.status, "reason": res.reason, "compile_s": res.compile_s,
-                             "n_regs": res.n_regs, "n_spills": res.n_spills, "shared_bytes": res.shared_bytes}
+                    build.out = {"status": res.status, "reason": res.reason, "compile_s": res.compile_s,
+                                 "n_regs": res.n_regs, "n_spills": res.n_spills, "shared_bytes": res.shared_bytes}
+            finally:
+                self._release(pool)
         except Exception as e:  # noqa: BLE001 - never leave waiters hanging; this config errors
             build.out = {"status": "error", "reason": f"compile failed: {type(e).__name__}: {e}", "compile_s": 0.0}
         if build.out["status"] == "error":  # a crash or time-out may be the machine's fault: a later ask retries

@@ -17,8 +17,10 @@ Each binary once per node (configs of problems that share a `specialization` are
 from __future__ import annotations
 
 from raytune_attn.compile_pool import specialization
+from raytune_attn.problem import Problem
+from raytune_attn.search.features import FEATURES
 
-COUPLED = (("BLOCK_M", "num_warps"), ("BLOCK_N", "num_stages"))  # as the GP's coupled moves (features.py)
+COUPLED = tuple(knobs for knobs, _ in FEATURES.values())  # the GP's coupled moves (gp.py takes the same pairs)
 MAX_QUEUED = 256  # binaries queued ahead per node (each holds a compile actor thread while it waits)
 
 
@@ -50,7 +52,7 @@ def plan(searches) -> tuple[list, list]:
     design, spec = [], []
 
     def add(dest, s, cfg):
-        key = (s.accel, specialization(_problem(s.problem), cfg))
+        key = (s.accel, specialization(Problem.from_dict(s.problem), cfg))
         if key not in seen:
             seen.add(key)
             dest.append((s, cfg))
@@ -78,6 +80,7 @@ def submit(searches, compilers: dict, groups: dict) -> tuple[int, int]:
     design, spec = plan(searches)
     design = design[:MAX_QUEUED]
     spec = spec[: MAX_QUEUED - len(design)]
+    _REFS.clear()  # only this sweep's: an earlier sweep's are done or moot
     n = [0, 0]
     for k, (items, speculative) in enumerate(((design, False), (spec, True))):
         for s, cfg in items:
@@ -89,9 +92,3 @@ def submit(searches, compilers: dict, groups: dict) -> tuple[int, int]:
 
 
 _REFS: list = []  # kept so that nothing cancels the queued compiles; their outcomes reach trials via the actor
-
-
-def _problem(d: dict):
-    from raytune_attn.problem import Problem
-
-    return Problem.from_dict(d)
