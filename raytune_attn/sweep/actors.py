@@ -95,16 +95,17 @@ class _Bench:
         self.baseline_s = 0.0  # of busy_s: measuring the SDPA baselines (not the search's work)
         self.calls = 0
         self.launch_us: list[float] = []  # host microseconds per kernel launch in each rung's warm-up
+        # Which device measured a row (its GPU's UUID; the process without one): rows of a multi-GPU sweep can be
+        # compared per GPU, and the final re-measure's candidates checked to share one.
+        self.gpu = (str(torch.cuda.get_device_properties(0).uuid) if self.device == "cuda"
+                    else f"{self.device}:{os.getpid()}")
 
     def info(self) -> dict:
         gpu = {}
         if self.device == "cuda":
-            import torch
-
             # Which physical GPU and how many cores this actor got: two actors on one GPU, or an actor squeezed
             # onto few cores, would show in a sweep's timings without an error.
-            gpu = {"gpu_uuid": str(getattr(torch.cuda.get_device_properties(0), "uuid", "")),
-                   "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
+            gpu = {"gpu_uuid": self.gpu, "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES", "")}
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         return {**self.info_, **gpu, "pid": os.getpid(), "cpus": cpus,
                 "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else "",
@@ -146,9 +147,9 @@ class _Bench:
 
             out = self._sim.run(Problem.from_dict(problem).flops(), config, rung, rep_ms, check, cap_ms)
             self.busy_s += out["bench_s"]
-            return out
+            return {**out, "gpu": self.gpu}
         w, ref, flops = self._workload(problem)
-        out = {"status": "ok", "reason": "", "rung": rung, "compile_s": 0.0, "bench_s": 0.0}
+        out = {"status": "ok", "reason": "", "rung": rung, "compile_s": 0.0, "bench_s": 0.0, "gpu": self.gpu}
         t0 = time.perf_counter()
         try:
             if check:

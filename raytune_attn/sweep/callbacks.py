@@ -38,8 +38,9 @@ def row_from_result(trial_id: str, cfg: dict, last: dict | None, n_rungs: int, p
         "compile_s": last.get("compile_s"), "bench_s": last.get("bench_s"),
         "wall_time_s": wall_time_s, "timestamp": time.time(),
     }
-    if last.get("rel_err") is not None:
-        metrics["rel_err"] = last.get("rel_err")
+    for k in ("rel_err", "gpu"):  # the last rung's GPU measured the row's value
+        if last.get(k) is not None:
+            metrics[k] = last[k]
     return results.trial_row(cfg["problem"], cfg["config"], metrics, prov, trial_id=trial_id, **meta)
 
 

@@ -413,6 +413,7 @@ def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
 
     n_rungs = len(args.rungs_ms)
     jobs = []
+    counters: dict[str, int] = {}
     for _key, s in by_key.items():
         # Candidates include trials that early stopping ended: a rung of a few runs is noisy, and a config stopped
         # on one unlucky rung may still be the best; the longer re-measure decides.
@@ -420,11 +421,16 @@ def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
                 and _problem(s.problem).key == r["problem_key"]
                 and str(r["accelerator_type"]) == s.accel]
         mine.sort(key=lambda r: -float(r["tflops"]))
+        # One search's candidates are all re-measured on the same GPU: the winner is picked by comparing their
+        # latencies, and two GPUs of one type differ by a few percent (clocks, a neighbour's heat), as much as
+        # the candidates do. Searches, not candidates, are spread over the GPUs.
         acts = actors[s.accel]
-        for j, r in enumerate(mine[: args.top_k]):
+        i = counters.get(s.accel, 0)
+        counters[s.accel] = i + 1
+        act = acts[i % len(acts)]
+        for r in mine[: args.top_k]:
             cfg = results.row_config(r)
-            jobs.append((s, r, cfg, acts[j % len(acts)].run.remote(s.problem, cfg, n_rungs + 1, args.final_rep_ms,
-                                                                   True)))
+            jobs.append((s, r, cfg, act.run.remote(s.problem, cfg, n_rungs + 1, args.final_rep_ms, True)))
     out = []
     for s, r, cfg, f in jobs:
         try:
@@ -436,7 +442,7 @@ def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
         out.append(results.trial_row(s.problem, cfg, {
             "status": "ok", "reason": "final re-measure", "rung": n_rungs + 1, "tflops": m["tflops"],
             "latency_ms": m["latency_ms"], "bench_s": m.get("bench_s"), "compile_s": r.get("compile_s"),
-            "timestamp": time.time(), "final_of": r["trial_id"]}, prov[s.accel],
+            "timestamp": time.time(), "final_of": r["trial_id"], "gpu": m.get("gpu")}, prov[s.accel],
             trial_id=f"{r['trial_id']}-final", **meta))
     return out
 
