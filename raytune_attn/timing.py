@@ -8,6 +8,12 @@ kernels of the small Llama prefill keys run in 15-20 us: every config of such a 
 latency, and the search ranked noise. Here a spin on the GPU (`torch.cuda._sleep`) is queued after the flush and
 before the start event, so the host has queued the kernel by the time the spin ends: the events bracket the kernel
 alone, whatever the host's speed.
+
+The spin hides a launch slower than itself only. From a Ray actor beside a sweep's 31 compile processes, one launch
+of the kernel (its Python wrapper and Triton's dispatch) took 210 us at the median and 0.7-1.2 ms at the 90th
+percentile (H200 x2, run 9): a rung of a 15 us kernel then ran at the host's pace, not the GPU's. So the timed
+callable is captured once in a CUDA graph and the runs replay it, which costs the host ~10 us whatever the callable's
+Python does (callables that cannot be captured, for example ones that sync, run as they are).
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ def rep_count(est_ms: float, rep_ms: float, per_run_overhead_ms: float) -> int:
 
 
 def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float = 50,
-              cap_ms: float | None = None, stats: dict | None = None) -> float:
+              cap_ms: float | None = None, stats: dict | None = None, graph: bool = True) -> float:
     """Median time of `fn` in milliseconds. On a GPU: CUDA events around each run, L2 flushed and the host's
     launch latency hidden before each run (see the module doc). In the interpreter: wall clock of a few runs (not
     representative of any GPU).
@@ -39,10 +45,14 @@ def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float 
     best cannot win, and its full rung (warm-up and at least MIN_REPS runs) would cost a 2-second kernel 20 s of
     GPU time. A returned time above `cap_ms` is therefore a single run.
 
-    `stats`, when given, receives `runs` (timed runs) and `host_us_per_launch`: the host's seconds per call of
-    `fn` during the warm-up, when the calls only queue work (a diagnostic: a busy host shows here first)."""
+    `graph`: time replays of `fn` captured in a CUDA graph (see the module doc); `fn` should write into
+    preallocated outputs, or the capture allocates them once more.
+
+    `stats`, when given, receives `runs` (timed runs), `graphed` (whether the runs replayed a graph) and
+    `host_us_per_launch`: the host's microseconds per call (or replay) during the warm-up, when the calls only queue
+    work (a diagnostic: a busy host shows here first)."""
     if torch.cuda.is_available():
-        return _gpu_median_ms(fn, warmup_ms, rep_ms, cap_ms, stats if stats is not None else {})
+        return _gpu_median_ms(fn, warmup_ms, rep_ms, cap_ms, stats if stats is not None else {}, graph)
     times = []
     for _ in range(3):
         t0 = time.perf_counter()
@@ -51,8 +61,36 @@ def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float 
     return sorted(times)[1]
 
 
+_CAPTURE_STREAMS: dict[int, torch.cuda.Stream] = {}
+
+
+def graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
+    """`fn` captured in a CUDA graph, as a callable that replays it; None when `fn` cannot be captured (a host
+    sync, a CPU tensor read). `fn` must have run once before (lazy initialization, compilation).
+    The low-level capture calls, not `torch.cuda.graph()`: that one runs a full garbage collection per capture,
+    ~10-100 ms in a sweep's actor, once per rung."""
+    dev = torch.cuda.current_device()
+    side = _CAPTURE_STREAMS.get(dev)
+    if side is None:
+        side = _CAPTURE_STREAMS[dev] = torch.cuda.Stream()
+    g = torch.cuda.CUDAGraph()
+    side.wait_stream(torch.cuda.current_stream())
+    try:
+        with torch.cuda.stream(side):
+            g.capture_begin(capture_error_mode="thread_local")
+            try:
+                fn()
+            finally:
+                g.capture_end()
+    except Exception:  # noqa: BLE001 - not capturable: the caller times fn itself
+        torch.cuda.synchronize()
+        return None
+    torch.cuda.current_stream().wait_stream(side)
+    return g.replay
+
+
 def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = None,
-                   stats: dict | None = None) -> float:
+                   stats: dict | None = None, graph: bool = True) -> float:
     stats = {} if stats is None else stats
     import triton
 
@@ -64,8 +102,11 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     torch.cuda.synchronize()
     first = a.elapsed_time(b)
     if cap_ms is not None and first > cap_ms:
-        stats["runs"] = 1
+        stats["runs"], stats["graphed"] = 1, False
         return float(first)
+    replay = graphed(fn) if graph else None
+    stats["graphed"] = replay is not None
+    fn = replay or fn
     # Estimate one run, and what the flush and the spin add, from back-to-back runs (fewer for long kernels).
     k = min(5, max(1, int(10.0 / max(first, 1e-3))))
     a.record()

@@ -37,3 +37,45 @@ def test_gpu_median_stops_after_one_run_over_the_cap():
     calls.clear()
     full = median_ms(fn, rep_ms=5, cap_ms=1000.0)
     assert len(calls) >= 1 + MIN_REPS and capped == pytest.approx(full, rel=0.5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path")
+def test_graphed_replays_the_captured_work_and_refuses_a_sync():
+    from raytune_attn.timing import graphed
+
+    x = torch.zeros(1024, device="cuda")
+    fn = lambda: x.add_(1.0)  # noqa: E731
+    fn()
+    replay = graphed(fn)
+    assert replay is not None
+    torch.cuda.synchronize()
+    assert x[0].item() == 1.0  # capturing does not run the work
+    for _ in range(3):
+        replay()
+    torch.cuda.synchronize()
+    assert torch.equal(x, torch.full_like(x, 4.0))
+    assert graphed(lambda: x.sum().item()) is None  # a host sync cannot be captured
+    assert (x + 1).sum().item() == 5.0 * 1024  # and the device is still usable
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path")
+def test_graphed_timing_measures_the_same_kernel_and_its_output_is_right():
+    from raytune_attn.config import default_config
+    from raytune_attn.problem import Problem
+    from raytune_attn.workload import accept, make_workload, reference
+
+    p = Problem(batch=4, hq=8, hkv=2, seqlen_q=512, seqlen_k=512, head_dim=64, causal=True, dtype="bfloat16",
+                varlen=True)
+    w = make_workload(p)
+    cfg = default_config(64)
+    buf = torch.empty_like(w.q)
+    w.run(cfg, out=buf)
+    stats: dict = {}
+    buf.zero_()
+    graph_ms = median_ms(lambda: w.run(cfg, out=buf), rep_ms=20, stats=stats)
+    assert stats["graphed"] is True
+    assert accept(buf, reference(w))[0]  # the replays wrote the right output
+    plain_stats: dict = {}
+    plain_ms = median_ms(lambda: w.run(cfg, out=buf), rep_ms=20, stats=plain_stats, graph=False)
+    assert plain_stats["graphed"] is False
+    assert graph_ms == pytest.approx(plain_ms, rel=0.25)

@@ -3,6 +3,10 @@
 #   PART=two    (nvidia-h200-x2, 32 cores) the Llama-3-8B prefill GP sweep (study space, budget 30, ASHA, 31 compile
 #               processes, cold Triton cache) on GPU 0, then on both GPUs, then on both with 15 compile processes;
 #               nvidia-smi records every 2 s which processes hold a context on which GPU and each GPU's utilization.
+#   PART=scale  (nvidia-h200-x2) after the change to graphed timing: tests/test_timing.py on the GPU; the cold one-GPU
+#               sweep as in PART=two; then, each from a copy of that sweep's Triton cache (warm: compiles are cache
+#               loads), the same sweep on one GPU and on two with the same trials in flight per search (48 per GPU
+#               on one, 24 per GPU on two: 4 per search), so that only the GPUs differ.
 #   PART=suite  (nvidia-h200) the kernel's CUDA test suite: tests/test_flash_attn.py on 12 pytest processes (every
 #               knob, compile-bound), then tests/test_timing.py alone (it times).
 #   PART=kernel (nvidia-h200) a GP sweep of issue 7's bf16 grid (pipelines/problems/grid_bf16.yaml) over the Hopper
@@ -23,7 +27,7 @@ cat "$OUT/env.txt"
 
 sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
   local name=$1 limit=$2 problems=$3; shift 3
-  rm -rf /tmp/triton-$name
+  [ "${KEEP_CACHE:-0}" = 1 ] || rm -rf /tmp/triton-$name
   TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn tune --problems "$problems" \
     --name "$name" --out "/tmp/$name" --tracking-uri "sqlite:////tmp/$name.db" "$@" > "/tmp/$name.log" 2>&1
   echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
@@ -46,6 +50,13 @@ case $PART in
     CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu 150 --compile-workers 31
     CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-15w 170 --compile-workers 15
     kill %1 %2; (cd /tmp/pack && tar -czf "$OUT/run9_smi.tar.gz" smi) ;;
+  scale)
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-} timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_timing.py \
+      > "$OUT/cuda_suite_timing.log" 2>&1; echo "timing suite rc=$?"; tail -3 "$OUT/cuda_suite_timing.log"
+    CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-cold 220 --compile-workers 31
+    for n in 1gpu 2gpu; do rm -rf /tmp/triton-llama-$n-warm; cp -r /tmp/triton-llama-1gpu-cold /tmp/triton-llama-$n-warm; done
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-warm 150 --compile-workers 31 --trials-per-gpu 48
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-warm 140 --compile-workers 31 ;;
   suite)
     export PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-}
     timeout 420 python3 -m pytest -q -p no:cacheprovider -n 12 tests/test_flash_attn.py > "$OUT/cuda_suite_flash_attn.log" 2>&1

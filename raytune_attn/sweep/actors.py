@@ -95,6 +95,7 @@ class _Bench:
         self.baseline_s = 0.0  # of busy_s: measuring the SDPA baselines (not the search's work)
         self.calls = 0
         self.launch_us: list[float] = []  # host microseconds per kernel launch in each rung's warm-up
+        self.graphed = 0  # of those rungs, how many timed replays of a CUDA graph (timing.graphed)
         # Which device measured a row (its GPU's UUID; the process without one): rows of a multi-GPU sweep can be
         # compared per GPU, and the final re-measure's candidates checked to share one.
         self.gpu = (str(torch.cuda.get_device_properties(0).uuid) if self.device == "cuda"
@@ -137,6 +138,8 @@ class _Bench:
         """Rung `rung` of one config: with `check`, first compile (or load from the cache), run once and compare
         with the reference. Returns status/reason and, when ok, latency_ms and tflops of this rung; `capped` when
         one run took longer than `cap_ms` and the rung stopped there (timing.median_ms)."""
+        import torch
+
         from raytune_attn.config import InvalidConfig
         from raytune_attn.timing import median_ms, tflops
         from raytune_attn.workload import accept
@@ -166,10 +169,12 @@ class _Bench:
                     return out
             t2 = time.perf_counter()
             timing: dict = {}
-            ms = median_ms(lambda: w.run(config), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms, cap_ms=cap_ms,
+            buf = torch.empty_like(w.q)  # timed runs write here: a captured run (timing.graphed) allocates nothing
+            ms = median_ms(lambda: w.run(config, out=buf), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms, cap_ms=cap_ms,
                            stats=timing)
             if "host_us_per_launch" in timing:
                 self.launch_us.append(timing["host_us_per_launch"])
+                self.graphed += bool(timing.get("graphed"))
             out.update(latency_ms=ms, tflops=tflops(flops, ms), capped=cap_ms is not None and ms > cap_ms)
             out["bench_s"] = time.perf_counter() - t2
         except InvalidConfig as e:
@@ -207,6 +212,7 @@ class _Bench:
                 "calls": self.calls,
                 "launch_us_p50": statistics.median(lu) if lu else None,
                 "launch_us_p90": lu[int(0.9 * (len(lu) - 1))] if lu else None,
+                "rungs_timed": len(lu), "rungs_graphed": self.graphed,
                 "alive_s": time.time() - self.t_start, "pid": os.getpid()}
 
 
