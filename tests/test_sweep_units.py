@@ -92,7 +92,8 @@ def test_row_from_result_statuses():
 
 def test_flags():
     a = parse_args(["--budget", "5", "--rungs", "5,20", "--searcher", "random"])
-    assert a.rungs_ms == [5.0, 20.0] and a.budget == 5
+    assert a.rungs_ms == [5.0, 20.0] and a.budget == 5 and not a.no_baselines
+    assert parse_args(["--no-baselines"]).no_baselines
     for bad in (["--rungs", "x"], ["--budget", "0"], ["--resume"]):
         with pytest.raises(SweepUsageError):
             parse_args(bad)

@@ -32,11 +32,14 @@ def test_gpu_median_stops_after_one_run_over_the_cap():
         calls.append(1)
         torch.cuda._sleep(2_000_000)
 
-    capped = median_ms(fn, rep_ms=20, cap_ms=0.05)
-    assert capped > 0.05 and len(calls) == 1
+    stats: dict = {}
+    capped = median_ms(fn, rep_ms=20, cap_ms=0.05, stats=stats)
+    assert capped > 0.05 and len(calls) == 1 and stats["runs"] == 1
     calls.clear()
-    full = median_ms(fn, rep_ms=5, cap_ms=1000.0)
+    full = median_ms(fn, rep_ms=5, cap_ms=1000.0, graph=False)  # without a graph, each run calls fn
     assert len(calls) >= 1 + MIN_REPS and capped == pytest.approx(full, rel=0.5)
+    graphed_ms = median_ms(fn, rep_ms=5, cap_ms=1000.0, stats=stats)  # with one, fn's runs are replays
+    assert stats["graphed"] and stats["runs"] >= MIN_REPS and graphed_ms == pytest.approx(full, rel=0.1)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path")

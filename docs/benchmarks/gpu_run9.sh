@@ -7,6 +7,10 @@
 #               sweep as in PART=two; then, each from a copy of that sweep's Triton cache (warm: compiles are cache
 #               loads), the same sweep on one GPU and on two with the same trials in flight per search (48 per GPU
 #               on one, 24 per GPU on two: 4 per search), so that only the GPUs differ.
+#   PART=scale2 (nvidia-h200-x2) the kernel's CUDA suite (tests/test_flash_attn.py on 16 pytest processes, at most
+#               120 s); then every config the GP could propose for the Llama set compiled into one Triton cache
+#               (docs/benchmarks/warm_cache.py), and on copies of it the sweep without baselines on one GPU and on
+#               two, at equal per-search concurrency: the GPUs' scaling with compilation out of the way.
 #   PART=suite  (nvidia-h200) the kernel's CUDA test suite: tests/test_flash_attn.py on 12 pytest processes (every
 #               knob, compile-bound), then tests/test_timing.py alone (it times).
 #   PART=kernel (nvidia-h200) a GP sweep of issue 7's bf16 grid (pipelines/problems/grid_bf16.yaml) over the Hopper
@@ -57,6 +61,16 @@ case $PART in
     for n in 1gpu 2gpu; do rm -rf /tmp/triton-llama-$n-warm; cp -r /tmp/triton-llama-1gpu-cold /tmp/triton-llama-$n-warm; done
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-warm 150 --compile-workers 31 --trials-per-gpu 48
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-warm 140 --compile-workers 31 ;;
+  scale2)
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-} CUDA_VISIBLE_DEVICES=1 timeout 120 python3 -m pytest -q -p no:cacheprovider \
+      -n 16 tests/test_flash_attn.py tests/test_timing.py > "$OUT/cuda_suite.log" 2>&1; echo "cuda suite rc=$?"
+    tail -4 "$OUT/cuda_suite.log"
+    rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 170 python3 \
+      docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
+      | tee "$OUT/warm_cache.log"
+    for n in 1gpu 2gpu; do rm -rf /tmp/triton-llama-$n-full; cp -r /tmp/triton-full /tmp/triton-llama-$n-full; done
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-full 115 --compile-workers 31 --trials-per-gpu 48 --no-baselines
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-full 105 --compile-workers 31 --no-baselines ;;
   suite)
     export PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-}
     timeout 420 python3 -m pytest -q -p no:cacheprovider -n 12 tests/test_flash_attn.py > "$OUT/cuda_suite_flash_attn.log" 2>&1

@@ -57,6 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--compile-timeout", type=float, default=120.0, help="seconds per compile; over it a config "
                     "is invalid")
     ap.add_argument("--no-early-stop", action="store_true", help="run every config through every rung (FIFO)")
+    ap.add_argument("--no-baselines", action="store_true", help="do not measure SDPA's backends on each problem "
+                    "(about 40 s of GPU time for the Llama set; best_configs.json then has no speed-ups)")
     ap.add_argument("--rungs", default="10,30,60", help="milliseconds of repetitions per timing rung")
     ap.add_argument("--reduction-factor", type=float, default=2.0, help="ASHA reduction factor")
     ap.add_argument("--top-k", type=int, default=4, help="configs per search re-measured before naming the winner")
@@ -273,7 +275,8 @@ def run(args) -> dict:
                 print(f"[tune] compiling ahead: {design} initial-design configs, then {speculative} of their "
                       "neighbours while no trial waits for a compile", flush=True)
         # Baselines (PyTorch SDPA on the GPU, dense problems): once per search, spread over the type's actors.
-        base_rows = _baselines(actors, searches, prov, name, resume=args.resume, out=out)
+        base_rows = [] if args.no_baselines else _baselines(actors, searches, prov, name, resume=args.resume,
+                                                            out=out)
 
         done_before = {}
         if args.resume and (out / "trials").exists():
