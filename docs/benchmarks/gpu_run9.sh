@@ -8,7 +8,7 @@
 #               loads), the same sweep on one GPU and on two with the same trials in flight per search (48 per GPU
 #               on one, 24 per GPU on two: 4 per search), so that only the GPUs differ.
 #   PART=scale2 (nvidia-h200-x2) the kernel's CUDA suite (tests/test_flash_attn.py on 16 pytest processes, at most
-#               120 s); then every config the GP could propose for the Llama set compiled into one Triton cache
+#               90 s); then every config the GP could propose for the Llama set compiled into one Triton cache
 #               (docs/benchmarks/warm_cache.py), and on copies of it the sweep without baselines on one GPU and on
 #               two, at equal per-search concurrency: the GPUs' scaling with compilation out of the way.
 #   PART=suite  (nvidia-h200) the kernel's CUDA test suite: tests/test_flash_attn.py on 12 pytest processes (every
@@ -62,7 +62,7 @@ case $PART in
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-warm 150 --compile-workers 31 --trials-per-gpu 48
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-warm 140 --compile-workers 31 ;;
   scale2)
-    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-} CUDA_VISIBLE_DEVICES=1 timeout 120 python3 -m pytest -q -p no:cacheprovider \
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-} CUDA_VISIBLE_DEVICES=1 timeout 90 python3 -m pytest -q -p no:cacheprovider \
       -n 16 tests/test_flash_attn.py tests/test_timing.py > "$OUT/cuda_suite.log" 2>&1; echo "cuda suite rc=$?"
     tail -4 "$OUT/cuda_suite.log"
     rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 170 python3 \
