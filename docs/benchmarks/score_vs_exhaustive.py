@@ -1,0 +1,81 @@
+"""Score sweeps' winners against exhaustive landscapes of the same GPU type: per problem key, the exhaustive
+landscape's value of the config each sweep named (its final re-measure's best), over the landscape's best.
+
+    python docs/benchmarks/score_vs_exhaustive.py --landscape h200/run7/llama_exhaustive_x4_nosync.parquet \
+        --landscape h200/run7/llama_exhaustive_b64_s16_spin.parquet \
+        --sweep r9_1gpu=h200/run9/llama-1gpu_trials.parquet ... --out h200/run9/sweeps_vs_exhaustive.csv
+
+A later --landscape replaces an earlier one's keys (a re-measure with better timing). Columns: run, problem_key,
+sweep_best_tflops (the winner as the sweep measured it), winner_in_exhaustive (the winner's landscape value over the
+landscape's best), best_measured_in_exhaustive (the best landscape value among every config the sweep tried: what a
+perfect final re-measure would have named), exhaustive_best, exhaustive_configs. Prints keys within 2% per run.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import pandas as pd
+
+KNOBS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
+
+
+def _key(row) -> tuple:
+    return tuple(int(row[k]) if k != "PRE_LOAD_V" else bool(row[k]) for k in KNOBS)
+
+
+def load_landscapes(paths: list[str]) -> dict[str, dict[tuple, float]]:
+    out: dict[str, dict[tuple, float]] = {}
+    for path in paths:
+        df = pd.read_parquet(path)
+        for pk, g in df.groupby("problem_key"):
+            ok = g[(g.status == "ok") & g.tflops.notna()]
+            out[str(pk)] = {_key(r): float(r["tflops"]) for r in ok.to_dict("records")}
+    return out
+
+
+def score(run: str, trials_path: str, lands: dict[str, dict[tuple, float]]) -> list[dict]:
+    df = pd.read_parquet(trials_path)
+    df = df[(df.kind == "trial") & df.tflops.notna()]
+    rows = []
+    for pk, g in df.groupby("problem_key"):
+        land = lands.get(str(pk))
+        if not land:
+            continue
+        final = g[g.trial_id.astype(str).str.endswith("-final")]
+        pick = final if len(final) else g
+        winner = pick.loc[pick.tflops.idxmax()]
+        best = max(land.values())
+        tried = [land.get(_key(r), 0.0) for r in g.to_dict("records")]
+        rows.append({"run": run, "problem_key": pk, "sweep_best_tflops": float(winner.tflops),
+                     "winner_in_exhaustive": land.get(_key(winner), 0.0) / best,
+                     "best_measured_in_exhaustive": max(tried) / best, "exhaustive_best": best,
+                     "exhaustive_configs": len(land)})
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--landscape", action="append", required=True)
+    ap.add_argument("--sweep", action="append", required=True, help="RUN=trials.parquet")
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--min-configs", type=int, default=250, help="skip keys whose landscape has fewer measured "
+                    "configs (partial landscapes: their best may be missing)")
+    args = ap.parse_args()
+    lands = {k: v for k, v in load_landscapes(args.landscape).items() if len(v) >= args.min_configs}
+    rows = []
+    for spec in args.sweep:
+        run, _, path = spec.partition("=")
+        if not path:
+            ap.error(f"--sweep takes RUN=trials.parquet, got {spec!r}")
+        rows += score(run, path, lands)
+    out = pd.DataFrame(rows)
+    out.to_csv(args.out, index=False)
+    for run, g in out.groupby("run", sort=False):
+        print(f"{run}: {int((g.winner_in_exhaustive >= 0.98).sum())} of {len(g)} keys within 2% "
+              f"(tried within 2%: {int((g.best_measured_in_exhaustive >= 0.98).sum())}); "
+              f"min {g.winner_in_exhaustive.min():.2f}")
+
+
+if __name__ == "__main__":
+    main()
