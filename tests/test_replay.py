@@ -109,7 +109,7 @@ def test_searcher_is_told_compile_seconds():
 
     land = load_landscape(RECORDED[0])
     s = make_searcher("gp", land.space, seed=0, head_dim=land.head_dim)
-    run = run_searcher(s, land, 12)
+    run = run_searcher(s, land, 20)
     assert run.compile_s == [land.compile_seconds(c) for c in run.configs]
     assert s._compile == {s._index[land.space.key(c)]: land.compile_seconds(c) for c in run.configs}
     assert any(not np.isfinite(land.value(c)) for c in run.configs)  # failed configs' compiles are told too

@@ -190,16 +190,22 @@ def test_suggest_latency_is_recorded(land):
 
 
 def test_gp_screens_the_default_then_moves_along_coupled_knobs(land):
-    """The initial design is the default and its adjacent one-knob neighbours; local moves add coupled steps."""
+    """The initial design is the default, its adjacent one-knob neighbours, then its coupled moves along each
+    derived feature (tests/test_search_start.py); local moves add coupled steps."""
     default = {"BLOCK_M": 128, "BLOCK_N": 64, "PRE_LOAD_V": False, "num_warps": 8, "num_stages": 2}
     s = make_searcher("gp", land.space, seed=0, head_dim=128)
     other = make_searcher("gp", land.space, seed=1, head_dim=128)
-    assert len(s._design) == 9 and s._design[0] == other._design[0] == s._index[land.space.key(default)]
+    assert len(s._design) == 12 and s._design[0] == other._design[0] == s._index[land.space.key(default)]
     assert sorted(s._design) == sorted(other._design) and s._design != other._design  # seeded order
     idx = lambda c: np.array([p.values.index(c[p.name]) for p in land.space.params])  # noqa: E731
-    for j in s._design[1:]:
+    for j in s._design[1:9]:
         step = idx(s.candidates[j]) - idx(default)
         assert (step != 0).sum() == 1 and np.abs(step).max() == 1
+    names = [p.name for p in land.space.params]
+    for j in s._design[9:]:  # both knobs of (BLOCK_M, num_warps) or of (BLOCK_N, num_stages), one step each
+        step = idx(s.candidates[j]) - idx(default)
+        moved = {names[k] for k in np.flatnonzero(step)}
+        assert moved in ({"BLOCK_M", "num_warps"}, {"BLOCK_N", "num_stages"}) and np.abs(step).max() == 1
     lhs = make_searcher("gp", land.space, seed=0, screen_default=False)
     assert len(lhs._design) == lhs.n_initial and lhs._design[0] == s._design[0]
     # Local moves from a measured config: one knob to any value, or one step of both knobs of a coupled pair.
