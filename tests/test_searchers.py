@@ -313,3 +313,17 @@ def test_compile_state_round_trip(tmp_path):
     r.restore(str(path))
     assert r._compile == s._compile and len(r._compile) == 14
     assert [r.suggest(f"n{k}") for k in range(3)] == [s.suggest(f"n{k}") for k in range(3)]
+
+
+def test_gp_likely_next_is_the_design_then_the_runner_ups_of_each_pick(land):
+    s = make_searcher("gp", land.space, seed=0, head_dim=128)
+    assert s.likely_next() == s.design_configs()[:3]
+    val = lambda c: land.value(c) if np.isfinite(land.value(c)) else None  # noqa: E731
+    drive(s, len(s._design) + 2, value=val)  # past the design: model-based picks
+    pick = s.suggest("out")  # in flight: its runner-ups are what the next picks will likely be
+    likely = s.likely_next()
+    assert 1 <= len(likely) <= 3
+    keys = [land.space.key(c) for c in likely]
+    measured = {land.space.key(s.candidates[i]) for i, _ in s._obs}
+    assert len(set(keys)) == len(keys) and land.space.key(pick) not in keys and not set(keys) & measured
+    assert all(land.space.contains(c) for c in likely)

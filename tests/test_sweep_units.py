@@ -327,3 +327,40 @@ def test_simulated_gpu_spends_one_run_on_a_capped_rung():
     assert not full["capped"] and capped["capped"] and capped["latency_ms"] == full["latency_ms"]
     assert capped["bench_s"] == pytest.approx(full["latency_ms"] / 1e3)
     assert full["bench_s"] > 5.0 / 1e3
+
+
+def test_speculator_queues_the_suggestion_then_at_most_cap_likely_configs_once_each():
+    import ray
+
+    from raytune_attn.sweep.prefetch import Speculator
+
+    @ray.remote
+    def build(seconds):
+        import time
+
+        time.sleep(seconds)
+
+    class Compiler(_RecordingCompiler):  # each build takes 1.5 s
+        def remote(self, problem, config, speculative=False):
+            super().remote(problem, config, speculative)
+            return build.remote(1.5)
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        rec = Compiler()
+        problem = {**P1, "head_dim": 128, "dtype": "bfloat16"}
+        cfgs = [{"BLOCK_M": m, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2, "PRE_LOAD_V": False}
+                for m in (32, 64, 128, 256, 16)]
+        sp = Speculator(problem, [rec], cap=2)
+        assert sp.submit(cfgs[0], cfgs[1:4]) == 3
+        assert [(c["BLOCK_M"], spec) for _, c, spec in rec.calls] == [(32, False), (64, True), (128, True)]
+        assert sp.submit(cfgs[0], [cfgs[1], cfgs[3]]) == 0  # queued once each; two speculative builds in flight
+        ray.get(build.remote(0.0))
+        import time
+
+        time.sleep(2.0)  # both speculative builds done: room again
+        assert sp.submit(cfgs[4], [cfgs[3]]) == 2
+        assert [(c["BLOCK_M"], spec) for _, c, spec in rec.calls[3:]] == [(16, False), (256, True)]
+        assert Speculator(problem, [], cap=2).submit(cfgs[0], cfgs) == 0  # no compile actor (no GPU node)
+    finally:
+        ray.shutdown()

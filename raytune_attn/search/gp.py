@@ -88,6 +88,7 @@ from raytune_attn.search.landscape import Landscape, read_table, table_values
 CACHE_LOAD_S = 0.1  # compile seconds below this are a cache load or a shared build; every cold compile took > 0.3 s
 MIN_COLD_COMPILES = 5  # cold compile times known before the compile-time model is used
 COST_RIDGE = 0.3  # the compile-time model's ridge penalty (inputs in [0, 1])
+RUNNER_UPS = 3  # likely_next: configs after the pick a sweep compiles ahead (speculative builds cost only idle cores)
 
 
 class GPSearcher(DiscreteSearcher):
@@ -160,6 +161,7 @@ class GPSearcher(DiscreteSearcher):
         self._refit_at, self._n_refits = -1, 0
         self._design = self._initial_design()
         self._compile: dict[int, float] = {}  # candidate index -> compile seconds its result reported (0 = shared)
+        self._runner_ups: list[int] = []  # the last model-based pick's next best candidates (likely_next)
 
     def _inputs(self, configs) -> np.ndarray:
         """GP inputs: the space's encoding, then the derived features (features.py)."""
@@ -260,6 +262,15 @@ class GPSearcher(DiscreteSearcher):
     def design_configs(self) -> list[dict]:
         """The configs the initial design will still suggest, in order (a sweep compiles them ahead)."""
         return [dict(self.candidates[i]) for i in self._design if not self._taken[i]]
+
+    def likely_next(self) -> list[dict]:
+        """The configs this search will likely suggest next (a sweep compiles them ahead, speculatively): the rest
+        of the design, else the runner-ups of the last model-based pick (the next best by the same criterion:
+        while its result is out, the next pick is usually one of them)."""
+        design = self.design_configs()
+        if design:
+            return design[:RUNNER_UPS]
+        return [dict(self.candidates[i]) for i in self._runner_ups if not self._taken[i]]
 
     # ---- warm start ---------------------------------------------------------------------------------------------
     def add_warm_start(self, source: Any, *, objective: str | None = None, params: list[str] | None = None) -> int:
@@ -409,9 +420,10 @@ class GPSearcher(DiscreteSearcher):
         if local is not None and len(local):
             # Local step: the neighbour the model predicts best (exploitation; EI's exploration is the global
             # steps' job).
-            j = int(local[int(np.argmax(gp.predict(self._X[local])))])
+            order = np.argsort(-gp.predict(self._X[local]), kind="stable")
+            self._runner_ups = [int(local[k]) for k in order[1:1 + RUNNER_UPS]]
             self.timings.append((len(self._obs), time.perf_counter() - t0))
-            return j
+            return int(local[order[0]])
         Xa = self._X[available]
         # skopt's acquisitions minimize: give them the negated scores' model via y_opt = -best.
         if self.acq == "EI" and np.isfinite(y[:n_fit]).any() and y[:n_fit].std() > 0:
@@ -427,9 +439,10 @@ class GPSearcher(DiscreteSearcher):
         else:
             a = -gaussian_lcb(Xa, _Negated(gp), kappa=self.kappa)
         # Ties (e.g. never-seen categories) go to the earliest candidate: deterministic.
-        j = int(available[int(np.argmax(a))])
+        order = np.argsort(-a, kind="stable")
+        self._runner_ups = [int(available[k]) for k in order[1:1 + RUNNER_UPS]]
         self.timings.append((len(self._obs), time.perf_counter() - t0))
-        return j
+        return int(available[order[0]])
 
     def _neighbours(self, available: np.ndarray) -> np.ndarray | None:
         """Unmeasured candidates one move away from one of the `local_top` best measured configs.

@@ -133,9 +133,10 @@ def start_actors(groups: dict, args, cpu_mode: bool):
         for node in nodes:
             strat = NodeAffinitySchedulingStrategy(node["node_id"], soft=False) if node["node_id"] else None
             if workers > 0 and node["node_id"] not in node_compiler:
-                # Threads for every request in flight: trials' compiles, and prefetches waiting for a worker.
+                # Threads for every request in flight: trials' compiles, the start's prefetches and the searches'
+                # speculative builds (at most 5 each: prefetch.Speculator) waiting for a worker.
                 node_compiler[node["node_id"]] = CompileActor.options(
-                    num_cpus=0, max_concurrency=workers + prefetch.MAX_QUEUED + 128, scheduling_strategy=strat,
+                    num_cpus=0, max_concurrency=workers + prefetch.MAX_QUEUED + 512, scheduling_strategy=strat,
                     runtime_env=runtime_env,
                 ).remote(workers, args.compile_timeout)
             for _ in range(node["gpus"]):
@@ -265,7 +266,8 @@ def run(args) -> dict:
             for s in searches:
                 handles[s.key] = tracker.start_search(s.accel, _problem(s.problem), prov[s.accel],
                                                       settings)
-        searcher = None if args.resume else SweepSearcher(searches, spec, remote=True)
+        searcher = None if args.resume else SweepSearcher(
+            searches, spec, remote=True, speculators=prefetch.speculators(searches, compilers, groups))
         if searcher is not None:
             # While the baselines occupy the GPUs: compile the searches' initial designs and their neighbourhoods
             # on every node (prefetch.py), and start the search actors with their first suggestion.

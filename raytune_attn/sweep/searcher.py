@@ -88,13 +88,13 @@ class _Remote:
     (0.3-1.5 s each) then run beside the Tune loop instead of inside it, and 15 searches fit in parallel.
     Calls from this driver reach the actor in order, so a suggestion asked after a result was told sees it."""
 
-    def __init__(self, searcher):
+    def __init__(self, searcher, speculator=None):
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
         self.actor = ray.remote(num_cpus=0, max_restarts=0)(SearchHost).options(scheduling_strategy=here) \
-            .remote(cloudpickle.dumps(searcher))
+            .remote(cloudpickle.dumps(searcher), speculator)
 
     def ask(self, inner_id: str):
         return _Pending(self.actor.suggest.remote(inner_id))
@@ -114,12 +114,20 @@ class _Remote:
 class SearchHost:
     """Holds one search's searcher in a Ray actor (see _Remote)."""
 
-    def __init__(self, searcher_pickle: bytes):
+    def __init__(self, searcher_pickle: bytes, speculator=None):
         # Shipped as a pickle: Ray would hand the searcher's numpy arrays over read-only (zero-copy).
         self.searcher = cloudpickle.loads(searcher_pickle)
+        self.speculator = speculator  # prefetch.Speculator: compiles what this search is about to ask for
 
     def suggest(self, inner_id: str):
-        return self.searcher.suggest(inner_id)
+        cfg = self.searcher.suggest(inner_id)
+        if self.speculator is not None and isinstance(cfg, dict):
+            likely = getattr(self.searcher, "likely_next", None)
+            try:
+                self.speculator.submit(cfg, likely() if likely else [])
+            except Exception:  # noqa: BLE001 - compiling ahead is an optimization: never fail a suggestion on it
+                pass
+        return cfg
 
     def tell(self, inner_id: str, result: dict, error: bool) -> None:
         self.searcher.on_trial_complete(inner_id, result, error=error)
@@ -136,8 +144,9 @@ class SweepSearcher(StatefulSearcher):
     `remote=False` runs them in this process, each call at once."""
 
     def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max",
-                 remote: bool = False):
+                 remote: bool = False, speculators: dict | None = None):
         super().__init__(metric=metric, mode=mode)
+        self.speculators = dict(speculators or {})  # search key -> prefetch.Speculator (remote hosts only)
         self.searches = {s.key: s for s in searches}
         self.order = [s.key for s in searches]
         self.sweep_spec = dict(sweep_spec)
@@ -151,6 +160,7 @@ class SweepSearcher(StatefulSearcher):
         state = self.__dict__.copy()
         state["searches"] = {k: Search(**{**s.__dict__, "host": None, "pending": None})
                              for k, s in self.searches.items()}
+        state["speculators"] = {}
         return state
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -165,7 +175,7 @@ class SweepSearcher(StatefulSearcher):
 
     def _host(self, s: Search):
         if s.host is None:
-            s.host = _Remote(s.searcher) if self.remote else _Local(s.searcher)
+            s.host = _Remote(s.searcher, self.speculators.get(s.key)) if self.remote else _Local(s.searcher)
         return s.host
 
     def _ask(self, s: Search) -> None:

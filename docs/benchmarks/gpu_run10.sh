@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Tenth run (prepared after run 9; not yet run). Each PART is one device call of at most 10 minutes.
+#   PART=warm   (nvidia-h200-x2) every config the GP could propose for the Llama set compiled into one Triton cache
+#               (warm_cache.py), then on copies of it the sweep WITH baselines (they hide the search actors' start)
+#               on one GPU and on two at equal per-search concurrency: the end-to-end two-GPU speed-up.
+#   PART=cold   (nvidia-h200-x2) the cold-cache sweep on one GPU, then on two: what the speculative compiles of each
+#               search's likely next configs (prefetch.Speculator) and the coupled screening change.
+#   PART=kernel (nvidia-h200) a GP sweep of issue 7's bf16 grid (pipelines/problems/grid_bf16.yaml) over the Hopper
+#               space (search_spaces/nvidia/sm90.yaml), SDPA's backends measured in the same sweep.
+# Run from a snapshot of the commit (git archive HEAD):
+#   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run10.sh
+set -u
+mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
+export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/pack
+PART=${PART:-two}
+{ nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.max.sm --format=csv,noheader
+  python3 -c "import torch, triton, ray; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'cpus', __import__('os').cpu_count())"
+  nvidia-smi topo -m; lscpu | grep -E "Model name|Socket|NUMA node"; } > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
+  local name=$1 limit=$2 problems=$3; shift 3
+  [ "${KEEP_CACHE:-0}" = 1 ] || rm -rf /tmp/triton-$name
+  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn tune --problems "$problems" \
+    --name "$name" --out "/tmp/$name" --tracking-uri "sqlite:////tmp/$name.db" "$@" > "/tmp/$name.log" 2>&1
+  echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
+  mkdir -p "/tmp/pack/$name"; cp "/tmp/$name.log" "/tmp/$name/summary.json" "/tmp/$name/trials.parquet" \
+    "/tmp/$name/best_configs.json" "/tmp/pack/$name/" 2>/dev/null
+  (cd /tmp/pack && tar -czf "$OUT/run10_$name.tar.gz" "$name")  # each sweep's files as soon as it ends
+}
+llama() {  # llama NAME TIMEOUT [extra flags]
+  local name=$1 limit=$2; shift 2
+  sweep "$name" "$limit" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 \
+    --space search_spaces/nvidia/sm90_study.yaml "$@"
+}
+
+case $PART in
+  warm)
+    rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 170 python3 \
+      docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
+      | tee "$OUT/warm_cache.log"
+    for n in 1gpu 2gpu; do rm -rf /tmp/triton-llama-$n-full; cp -r /tmp/triton-full /tmp/triton-llama-$n-full; done
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-full 180 --compile-workers 31 --trials-per-gpu 48
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-full 160 --compile-workers 31 ;;
+  cold)
+    CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-cold 260 --compile-workers 31 --trials-per-gpu 48
+    CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-cold 240 --compile-workers 31 ;;
+  kernel)
+    sweep grid-bf16 560 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+esac
