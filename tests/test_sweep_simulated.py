@@ -34,20 +34,31 @@ def test_simulated_gpu_answers_from_the_landscape():
     assert first["compile_s"] == 0.0 and again["compile_s"] == 0.0  # scale 0: no sleeping in this test
 
 
-@pytest.fixture
-def fake_gpu_cluster():
+def _h100_node(gpus: int):
+    """A Ray cluster: a 2-CPU head and one node with `gpus` fake H100s (shut down when the test ends)."""
     import ray
     from ray.cluster_utils import Cluster
 
     c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
-    c.add_node(num_cpus=0, num_gpus=1, resources={"accelerator_type:H100": 1})
+    c.add_node(num_cpus=0, num_gpus=gpus, resources={"accelerator_type:H100": gpus})
     c.wait_for_nodes()
     yield c
     ray.shutdown()
     c.shutdown()
 
 
-def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monkeypatch):
+@pytest.fixture
+def fake_gpu_cluster():
+    yield from _h100_node(1)
+
+
+@pytest.fixture
+def fake_two_gpu_cluster():
+    yield from _h100_node(2)
+
+
+def _simulated_sweep(cluster, tmp_path, monkeypatch, *flags):
+    """A sweep of two problems on the simulated H100(s) of `cluster` (budget 8 each); returns its output folder."""
     from raytune_attn.sweep import main
 
     monkeypatch.setenv("RAYTUNE_ATTN_SIMULATE", json.dumps({"landscape": str(LAND), "compile_scale": 0.02}))
@@ -58,11 +69,15 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
         "defaults: {hq: 32, hkv: 8, head_dim: 128, causal: true, dtype: bfloat16, varlen: true}\n"
         "problems:\n  - {batch: 4, seqlen: 256}\n  - {batch: 8, seqlen: 512}\n")
     out = tmp_path / "out"
-    rc = main(["--address", fake_gpu_cluster.address, "--problems", str(problems), "--searcher", "gp",
-               "--budget", "8", "--space", str(ROOT / "search_spaces/nvidia/sm90_study.yaml"), "--out", str(out),
-               "--no-mlflow", "--compile-workers", "2", "--trials-per-gpu", "4", "--rungs", "2,4",
-               "--final-rep-ms", "4"])
+    rc = main(["--address", cluster.address, "--problems", str(problems), "--budget", "8",
+               "--space", str(ROOT / "search_spaces/nvidia/sm90_study.yaml"), "--out", str(out), "--no-mlflow",
+               "--compile-workers", "2", "--rungs", "2,4", "--final-rep-ms", "4", *flags])
     assert rc == 0
+    return out
+
+
+def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monkeypatch):
+    out = _simulated_sweep(fake_gpu_cluster, tmp_path, monkeypatch, "--searcher", "gp", "--trials-per-gpu", "4")
     sim = SimulatedGPU(str(LAND))
     df = pd.read_parquet(out / "trials.parquet")
     trials = df[(df.kind == "trial") & ~df.trial_id.str.endswith("-final")]
@@ -88,37 +103,11 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
         assert e["tflops"] == pytest.approx(ok.tflops.max())
 
 
-@pytest.fixture
-def fake_two_gpu_cluster():
-    import ray
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "include_dashboard": False})
-    c.add_node(num_cpus=0, num_gpus=2, resources={"accelerator_type:H100": 2})
-    c.wait_for_nodes()
-    yield c
-    ray.shutdown()
-    c.shutdown()
-
-
 def test_final_re_measure_compares_each_search_on_one_gpu(fake_two_gpu_cluster, tmp_path, monkeypatch):
     """Two GPUs: trials run on both, but a search's top configs are re-measured on one GPU (the winner is a
     same-GPU comparison), and the searches are spread over the two."""
-    from raytune_attn.sweep import main
-
-    monkeypatch.setenv("RAYTUNE_ATTN_SIMULATE", json.dumps({"landscape": str(LAND), "compile_scale": 0.02}))
-    monkeypatch.setenv("RAYTUNE_ATTN_FAKE_DEVICE", "nvidia:sm90:NVIDIA H100 80GB HBM3 (simulated)")
-    problems = tmp_path / "two.yaml"
-    problems.write_text(
-        "schema_version: 1\nname: two\n"
-        "defaults: {hq: 32, hkv: 8, head_dim: 128, causal: true, dtype: bfloat16, varlen: true}\n"
-        "problems:\n  - {batch: 4, seqlen: 256}\n  - {batch: 8, seqlen: 512}\n")
-    out = tmp_path / "out"
-    rc = main(["--address", fake_two_gpu_cluster.address, "--problems", str(problems), "--searcher", "random",
-               "--budget", "8", "--space", str(ROOT / "search_spaces/nvidia/sm90_study.yaml"), "--out", str(out),
-               "--no-mlflow", "--compile-workers", "2", "--trials-per-gpu", "3", "--rungs", "2,4",
-               "--final-rep-ms", "4", "--top-k", "3"])
-    assert rc == 0
+    out = _simulated_sweep(fake_two_gpu_cluster, tmp_path, monkeypatch, "--searcher", "random", "--trials-per-gpu",
+                           "3", "--top-k", "3")
     df = pd.read_parquet(out / "trials.parquet")
     df["gpu"] = [json.loads(e or "{}").get("gpu") for e in df.extra]
     trials = df[(df.kind == "trial") & ~df.trial_id.str.endswith("-final") & df.tflops.notna()]

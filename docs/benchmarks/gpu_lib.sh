@@ -1,0 +1,30 @@
+# Shared by the GPU run scripts from run 10 on (source it from the repository root, with RUN set): unpacks the GPU
+# bundle, records the machine in $OUT/env.txt, and defines
+#   sweep NAME TIMEOUT PROBLEMS [flags]  a `raytune-attn tune` with its own cold Triton cache (KEEP_CACHE=1: the
+#                                        cache at /tmp/triton-NAME as it is), its files tarred to $OUT at its end;
+#   llama NAME TIMEOUT [flags]           the Llama-3-8B prefill GP sweep (study space, budget 30, 24 trials per GPU).
+set -u
+mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
+export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/pack
+{ nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.max.sm --format=csv,noheader
+  python3 -c "import torch, triton, ray; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'cpus', __import__('os').cpu_count())"
+  nvidia-smi topo -m; lscpu | grep -E "Model name|Socket|NUMA node"; } > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
+  local name=$1 limit=$2 problems=$3; shift 3
+  [ "${KEEP_CACHE:-0}" = 1 ] || rm -rf /tmp/triton-$name
+  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn tune --problems "$problems" \
+    --name "$name" --out "/tmp/$name" --tracking-uri "sqlite:////tmp/$name.db" "$@" > "/tmp/$name.log" 2>&1
+  echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
+  mkdir -p "/tmp/pack/$name"; cp "/tmp/$name.log" "/tmp/$name/summary.json" "/tmp/$name/trials.parquet" \
+    "/tmp/$name/best_configs.json" "/tmp/pack/$name/" 2>/dev/null
+  (cd /tmp/pack && tar -czf "$OUT/${RUN}_$name.tar.gz" "$name")  # each sweep's files as soon as it ends
+}
+llama() {  # llama NAME TIMEOUT [extra flags]
+  local name=$1 limit=$2; shift 2
+  sweep "$name" "$limit" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 \
+    --space search_spaces/nvidia/sm90_study.yaml "$@"
+}
+
