@@ -30,7 +30,7 @@ def main() -> None:
     space = load_space(args.space)
     jobs: dict[tuple, tuple] = {}
     for p in load_problems(args.problems):
-        pre = Prefilter.for_arch(space.arch, head_dim=p.head_dim, dtype_bytes=2 if p.dtype != "float32" else 4)
+        pre = Prefilter.for_problem(space.arch, p.head_dim, p.dtype)
         for cfg in space.configs():
             if pre.accepts(cfg):
                 jobs.setdefault(specialization(p, cfg), (p, cfg))

@@ -249,9 +249,7 @@ class GPSearcher(DiscreteSearcher):
         for (ka, kb), f in FEATURES.values():
             if ka not in names or kb not in names:
                 continue
-            a, b = names.index(ka), names.index(kb)
-            moves = np.flatnonzero(((step != 0).sum(axis=1) == 2) & (np.abs(step[:, a]) == 1)
-                                   & (np.abs(step[:, b]) == 1))
+            moves = np.flatnonzero(_pair_step(step, names.index(ka), names.index(kb)))
             if not len(moves):
                 continue
             f0 = f(self.candidates[i0])
@@ -466,7 +464,7 @@ class GPSearcher(DiscreteSearcher):
             changed = (step != 0).sum(axis=1)
             near |= changed <= self.local_knobs
             for a, b in self._pairs:
-                near |= (changed == 2) & (np.abs(step[:, a]) == 1) & (np.abs(step[:, b]) == 1)
+                near |= _pair_step(step, a, b)
         return available[near]
 
     # ---- state --------------------------------------------------------------------------------------------------
@@ -484,6 +482,12 @@ class GPSearcher(DiscreteSearcher):
         self._refit_at, self._n_refits, self._design = state["refit_at"], state["n_refits"], list(state["design"])
         self._warm = [(np.asarray(x), None if k is None else tuple(k), s) for x, k, s in state["warm"]]
         self._compile = {self._index[tuple(k)]: s for k, s in state.get("compile", [])}
+
+
+def _pair_step(step: np.ndarray, a: int, b: int) -> np.ndarray:
+    """Rows of `step` (value-index differences, one column per knob) that move knobs a and b one value each and
+    no other knob: a coupled move."""
+    return ((step != 0).sum(axis=1) == 2) & (np.abs(step[:, a]) == 1) & (np.abs(step[:, b]) == 1)
 
 
 def _quadratic(X: np.ndarray) -> np.ndarray:

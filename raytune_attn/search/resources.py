@@ -108,6 +108,11 @@ class Prefilter:
             raise ValueError(f"unknown arch {arch!r}; known: {', '.join(ARCHS)}")
         return cls(ARCHS[arch], head_dim, dtype_bytes)
 
+    @classmethod
+    def for_problem(cls, arch: str, head_dim: int, dtype: str) -> Prefilter:
+        """For a problem's head dim and dtype name ("float32" tiles take 4 bytes an element, the others 2)."""
+        return cls.for_arch(arch, head_dim=head_dim, dtype_bytes=4 if dtype == "float32" else 2)
+
     def reason(self, config: Mapping[str, Any]) -> str | None:
         """Why the config cannot compile, or None when it may."""
         if self.arch.smem_bytes is None:

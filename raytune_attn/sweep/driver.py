@@ -171,10 +171,6 @@ def _space_for(args, info: dict, cpu_mode: bool):
                               "pass --space FILE") from None
 
 
-def _dtype_bytes(dtype: str) -> int:
-    return 4 if dtype == "float32" else 2
-
-
 def run(args) -> dict:
     import ray
     from ray import tune
@@ -237,8 +233,7 @@ def run(args) -> dict:
             space = _space_for(args, inf[0], cpu_mode)
             for n, p in enumerate(problems):
                 arch = space.arch if space.arch in ARCHS else inf[0]["arch"]
-                pre = Prefilter.for_arch(arch, head_dim=p.head_dim, dtype_bytes=_dtype_bytes(p.dtype)) \
-                    if arch in ARCHS else None
+                pre = Prefilter.for_problem(arch, p.head_dim, p.dtype) if arch in ARCHS else None
                 # The GP starts from the kernel's default config for this head dim and sequence lengths (tiles no
                 # taller than the sequences) and screens its neighbours.
                 opts = ({"head_dim": p.head_dim, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k}
@@ -384,6 +379,18 @@ def _problem(d: dict):
     return Problem.from_dict(d)
 
 
+def _actor_per_search(actors: dict, searches) -> list:
+    """Each search's benchmark actor for its once-per-search work (baselines, the final re-measure): the searches
+    of an accelerator type in turn over that type's actors, so that the work spreads over its GPUs."""
+    counters: dict[str, int] = {}
+    out = []
+    for s in searches:
+        i = counters.get(s.accel, 0)
+        counters[s.accel] = i + 1
+        out.append(actors[s.accel][i % len(actors[s.accel])])
+    return out
+
+
 def _baselines(actors, searches, prov, name, *, resume: bool, out: Path) -> list[dict]:
     import ray
 
@@ -392,13 +399,8 @@ def _baselines(actors, searches, prov, name, *, resume: bool, out: Path) -> list
     if resume and (out / "trials.parquet").exists():
         df = results.read_trials(out / "trials.parquet")
         return df[df["kind"] == "baseline"].to_dict("records")
-    futures = []
-    counters: dict[str, int] = {}
-    for s in searches:
-        acts = actors[s.accel]
-        i = counters.get(s.accel, 0)
-        counters[s.accel] = i + 1
-        futures.append((s, acts[i % len(acts)].baselines.remote(s.problem)))
+    acts = _actor_per_search(actors, searches)
+    futures = [(s, act.baselines.remote(s.problem)) for s, act in zip(searches, acts, strict=True)]
     rows = []
     for s, f in futures:
         try:
@@ -418,8 +420,8 @@ def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
 
     n_rungs = len(args.rungs_ms)
     jobs = []
-    counters: dict[str, int] = {}
-    for _key, s in by_key.items():
+    searches = list(by_key.values())
+    for s, act in zip(searches, _actor_per_search(actors, searches), strict=True):
         # Candidates include trials that early stopping ended: a rung of a few runs is noisy, and a config stopped
         # on one unlucky rung may still be the best; the longer re-measure decides.
         mine = [r for r in rows if r["kind"] == "trial" and r["status"] in ("ok", "stopped") and r.get("tflops")
@@ -429,10 +431,6 @@ def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
         # One search's candidates are all re-measured on the same GPU: the winner is picked by comparing their
         # latencies, and two GPUs of one type differ by a few percent (clocks, a neighbour's heat), as much as
         # the candidates do. Searches, not candidates, are spread over the GPUs.
-        acts = actors[s.accel]
-        i = counters.get(s.accel, 0)
-        counters[s.accel] = i + 1
-        act = acts[i % len(acts)]
         for r in mine[: args.top_k]:
             cfg = results.row_config(r)
             jobs.append((s, r, cfg, act.run.remote(s.problem, cfg, n_rungs + 1, args.final_rep_ms, True)))

@@ -78,10 +78,17 @@ def plan(searches) -> tuple[list, list]:
     return design, spec
 
 
+def _handles(compilers: dict, groups: dict) -> dict:
+    """Accelerator type -> the compile actors of its nodes (node id -> actor in `compilers`; None on a node without
+    compile processes)."""
+    return {accel: [compilers[n["node_id"]] for n in nodes if compilers.get(n["node_id"]) is not None]
+            for accel, nodes in groups.items()}
+
+
 def submit(searches, compilers: dict, groups: dict) -> tuple[int, int]:
     """Queue the plan's compiles on every node of each search's accelerator type (fire and forget: a trial asking
     for one later waits on that build); returns (design, speculative) binaries queued."""
-    nodes = {accel: [n["node_id"] for n in ns] for accel, ns in groups.items()}
+    by_accel = _handles(compilers, groups)
     design, spec = plan(searches)
     design = design[:MAX_QUEUED]
     spec = spec[: MAX_QUEUED - len(design)]
@@ -89,7 +96,7 @@ def submit(searches, compilers: dict, groups: dict) -> tuple[int, int]:
     n = [0, 0]
     for k, (items, speculative) in enumerate(((design, False), (spec, True))):
         for s, cfg in items:
-            handles = [compilers[nd] for nd in nodes.get(s.accel, []) if compilers.get(nd) is not None]
+            handles = by_accel.get(s.accel, [])
             for h in handles:
                 _REFS.append(h.compile.remote(s.problem, cfg, speculative))
             n[k] += bool(handles)
@@ -144,10 +151,5 @@ class Speculator:
 
 def speculators(searches, compilers: dict, groups: dict) -> dict:
     """A `Speculator` per search (key -> Speculator) with the compile actors of its accelerator type's nodes."""
-    nodes = {accel: [n["node_id"] for n in ns] for accel, ns in groups.items()}
-    out = {}
-    for s in searches:
-        handles = [compilers[nd] for nd in nodes.get(s.accel, []) if compilers.get(nd) is not None]
-        if handles:
-            out[s.key] = Speculator(s.problem, handles)
-    return out
+    by_accel = _handles(compilers, groups)
+    return {s.key: Speculator(s.problem, by_accel[s.accel]) for s in searches if by_accel.get(s.accel)}
