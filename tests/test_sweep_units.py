@@ -364,3 +364,106 @@ def test_speculator_queues_the_suggestion_then_at_most_cap_likely_configs_once_e
         assert Speculator(problem, [], cap=2).submit(cfgs[0], cfgs) == 0  # no compile actor (no GPU node)
     finally:
         ray.shutdown()
+
+
+class _SerialBench:
+    """A BenchActor handle that, like the real actor, answers its calls one at a time in the order sent; a config
+    with `crash` kills it: that call and every call queued behind it fail as with a dead actor, and the actor is
+    back (info answers) after `restart_s`."""
+
+    def __init__(self, hold=0.05, restart_s=0.05):
+        import asyncio
+
+        self.hold, self.restart_s = hold, restart_s
+        self.log: list[tuple] = []  # (event, config name, time)
+        self.dead_until = 0.0
+        self._lock = asyncio.Lock()
+        self._gen = 0
+        bench = self
+
+        class _Run:
+            def remote(self, problem, config, rung, rep_ms, check, cap_ms=None):
+                return bench._run(config)
+
+        class _Info:
+            def remote(self):
+                return bench._info()
+
+        self.run, self.info = _Run(), _Info()
+
+    async def _info(self):
+        import asyncio
+        import time
+
+        import ray
+
+        if time.monotonic() < self.dead_until:
+            raise ray.exceptions.ActorUnavailableError("restarting", None)
+        await asyncio.sleep(0)
+        return {}
+
+    async def _run(self, config):
+        import asyncio
+        import time
+
+        import ray
+
+        gen = self._gen  # the incarnation this call was sent to
+        self.log.append(("sent", config["name"], time.monotonic()))
+        async with self._lock:
+            if gen != self._gen or time.monotonic() < self.dead_until:
+                raise ray.exceptions.ActorDiedError()  # queued on the incarnation that died
+            self.log.append(("start", config["name"], time.monotonic()))
+            await asyncio.sleep(self.hold)
+            if config.get("crash"):
+                self._gen += 1
+                self.dead_until = time.monotonic() + self.restart_s
+                raise ray.exceptions.ActorDiedError()
+            self.log.append(("end", config["name"], time.monotonic()))
+            return {"status": "ok", "compile_s": 0.0, "bench_s": self.hold, "latency_ms": 1.0}
+
+
+def test_broker_keeps_the_next_rung_queued_at_the_gpu_but_runs_one_at_a_time():
+    import asyncio
+
+    from raytune_attn.sweep.actors import DEPTH, Broker
+
+    async def scenario():
+        bench = _SerialBench(hold=0.05)
+        b = Broker.__ray_actor_class__([bench], [None], ["n"])
+        outs = await asyncio.gather(*(b.run(0, f"t{k}", P1, {"name": f"c{k}"}, 1, 1.0, True) for k in range(5)))
+        return outs, bench.log, list(b.holders[0])
+
+    outs, log, holders = asyncio.run(scenario())
+    assert all(o["status"] == "ok" for o in outs) and holders == []
+    starts = [t for e, _, t in log if e == "start"]
+    ends = [t for e, _, t in log if e == "end"]
+    assert all(s >= e for s, e in zip(starts[1:], ends[:-1], strict=True))  # never two configs at once
+    # Each call after the first was sent to the actor before the one ahead of it ended (no round trip between
+    # rungs), and never more than DEPTH were sent and unanswered.
+    sent = {n: t for e, n, t in log if e == "sent"}
+    end = {n: t for e, n, t in log if e == "end"}
+    for k in range(1, 5):
+        assert sent[f"c{k}"] < end[f"c{k - 1}"]
+        assert sum(1 for j in range(5) if sent[f"c{j}"] <= sent[f"c{k}"] and end[f"c{j}"] > sent[f"c{k}"]) <= DEPTH
+
+
+def test_broker_blames_the_config_that_killed_the_gpu_worker_not_the_one_queued_behind_it():
+    import asyncio
+
+    from raytune_attn.sweep.actors import Broker
+
+    async def scenario():
+        bench = _SerialBench(hold=0.05, restart_s=0.1)
+        b = Broker.__ray_actor_class__([bench], [None], ["n"])
+        bad = asyncio.ensure_future(b.run(0, "bad", P1, {"name": "bad", "crash": True}, 1, 1.0, True))
+        await asyncio.sleep(0.01)
+        good = asyncio.ensure_future(b.run(0, "good", P1, {"name": "good"}, 1, 1.0, True))
+        later = asyncio.ensure_future(b.run(0, "later", P1, {"name": "later"}, 1, 1.0, True))
+        return await bad, await good, await later, await b.firsts(), bench.log
+
+    bad, good, later, firsts, log = asyncio.run(scenario())
+    assert bad["status"] == "error" and "worker died running this config" in bad["reason"]
+    assert good["status"] == "ok" and later["status"] == "ok"
+    assert firsts["requeued"] == 1  # "good" was queued behind the crash and ran again on the new actor
+    assert sorted(n for e, n, _ in log if e == "end") == ["good", "later"]

@@ -20,6 +20,8 @@ sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
   echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
   mkdir -p "/tmp/pack/$name"; cp "/tmp/$name.log" "/tmp/$name/summary.json" "/tmp/$name/trials.parquet" \
     "/tmp/$name/best_configs.json" "/tmp/pack/$name/" 2>/dev/null
+  # Cut short by its time limit: the rows written as trials finished (trials/) are all there is.
+  [ -f "/tmp/$name/trials.parquet" ] || cp -r "/tmp/$name/trials" "/tmp/pack/$name/" 2>/dev/null
   (cd /tmp/pack && tar -czf "$OUT/${RUN}_$name.tar.gz" "$name")  # each sweep's files as soon as it ends
 }
 llama() {  # llama NAME TIMEOUT [extra flags]

@@ -7,8 +7,9 @@ per accelerator type.
   (`max_restarts=-1`) when a config kills it, and only the trial that held it sees the error.
 * `CompileActor` runs on each GPU node with a pool of compile processes (`CompilePool`, one per thread, each with
   the per-compile time limit) that warm the node-local Triton cache before a config reaches the GPU.
-* `Broker` leases benchmark actors to trials, one trial per actor at a time (so each trial holds exactly one GPU
-  while it measures, and a crash is attributed to the config that caused it).
+* `Broker` leases benchmark actors to trials and keeps each actor's queue `DEPTH` rungs deep: the actor runs one
+  config at a time (each trial holds exactly one GPU while it measures), the next rung already waits in its task
+  queue, and a crash is attributed to the config that was running, not to the one queued behind it.
 
 Test hooks (never set them in production):
   RAYTUNE_ATTN_FAKE_DEVICE  JSON {accelerator_type: "vendor:arch:name"} (or one "vendor:arch:name" for all):
@@ -37,6 +38,10 @@ TRITON_CACHE_DEFAULT = "~/.cache/raytune-attn/triton"
 # below CAP_FLOOR_MS (under a millisecond a full rung costs little, and a first run's one-off costs stay uncut).
 CAP_FACTOR = 10.0
 CAP_FLOOR_MS = 1.0
+# Rungs in flight per benchmark actor: one runs, one waits in the actor's task queue. With one, the GPU idled for a
+# round trip per rung (the result back to the Broker, the next waiter woken, its call sent): 11 ms per rung on one
+# H200 and 19 ms with two behind one Broker (run 9: lease time minus kernel time), against rungs of 10-60 ms.
+DEPTH = 2
 
 
 def setup_process_env(cache_dir: str | None = None) -> None:
@@ -315,22 +320,27 @@ class CompileActor(_Compiler):
 @ray.remote(num_cpus=0)
 class Broker:
     """Leases the benchmark actors of one accelerator type to trials and runs their rungs (async actor: a waiting
-    trial costs no thread). A rung is one call from the trial: lease the actor (exclusive, so the trial holds one
-    GPU while it measures and a crash is blamed on the config that caused it), run, release."""
+    trial costs no thread). A rung is one call from the trial: take one of the actor's `DEPTH` slots, run, give
+    the slot back. The actor runs its calls one at a time in the order sent, so a trial holds the GPU alone while
+    it measures; when a config kills the actor, the call that was running (the oldest unanswered one of that
+    incarnation) gets the error and the calls queued behind it run again on the restarted actor."""
 
     def __init__(self, actors: list, compilers: list, nodes: list | None = None):
         self.actors = list(actors)  # BenchActor handles
         self.compilers = list(compilers)  # CompileActor handle (or None) of each actor's node
         self.nodes = list(nodes) if nodes is not None else list(range(len(self.actors)))  # each actor's node
-        self.waiting = [0] * len(self.actors)  # trials queued for each actor's lease
-        self.assigned = [0] * len(self.actors)
-        self.owner: list[str | None] = [None] * len(self.actors)
-        self.restarting = [False] * len(self.actors)  # a config killed it: Ray is starting a new one
-        self._free: list[asyncio.Event] = []
+        n = len(self.actors)
+        self.waiting = [0] * n  # trials queued for a slot of each actor
+        self.assigned = [0] * n
+        self.restarting = [False] * n  # a config killed it: Ray is starting a new one
+        self._slots: list[asyncio.Condition] = []
+        self.holders: list[dict] = [{} for _ in range(n)]  # call token -> trial id, for each actor's slots in use
+        self._seq = 0
+        self.incarnation = [0] * n  # bumped when an actor is found dead
+        self.unanswered: list[dict] = [{} for _ in range(n)]  # call token -> incarnation it was sent to
         # Where each actor's time goes, seen from here: "run" (a rung in flight), "compile" (idle, but a trial of
         # this actor is still compiling ahead: the sweep is compile-bound), "pipeline" (idle with no trial
-        # compiling: waiting on Tune to start or continue a trial, the lease hand-off; the sweep's own overhead).
-        n = len(self.actors)
+        # compiling: waiting on Tune to start or continue a trial; the sweep's own overhead).
         self.compiling: list[set] = [set() for _ in range(n)]
         self.running = [0] * n
         self.seconds = [{"run": 0.0, "compile": 0.0, "pipeline": 0.0} for _ in range(n)]
@@ -338,13 +348,12 @@ class Broker:
         self.first: dict[str, float | None] = {"assign": None, "rung": None}  # when the first trial came, ran
         self.best_ms: dict[str, float] = {}  # problem -> lowest latency of a rung so far (the cap's reference)
         self.capped = 0
+        self.requeued = 0  # calls that were queued behind a crash and ran again
 
-    def _events(self):
-        if not self._free:
-            self._free = [asyncio.Event() for _ in self.actors]
-            for e in self._free:
-                e.set()
-        return self._free
+    def _conds(self) -> list[asyncio.Condition]:
+        if not self._slots:  # created on the actor's event loop, at its first call
+            self._slots = [asyncio.Condition() for _ in self.actors]
+        return self._slots
 
     def _account(self, i: int) -> None:
         """Close the interval since actor i's last state change and book it to the state it was in."""
@@ -374,19 +383,34 @@ class Broker:
         return [dict(x) for x in self.seconds]
 
     async def firsts(self) -> dict:
-        """Wall-clock times (time.time()) of the first trial's arrival and of its first rung; rungs capped."""
-        return {**self.first, "capped": self.capped}
+        """Wall-clock times (time.time()) of the first trial's arrival and of its first rung; rungs capped; calls
+        requeued after a crash."""
+        return {**self.first, "capped": self.capped, "requeued": self.requeued}
 
-    async def acquire(self, i: int, trial_id: str) -> None:
-        ev = self._events()[i]
+    async def acquire(self, i: int, trial_id: str) -> int:
+        """A slot of actor i (at most DEPTH calls in flight to it); returns the call's token."""
+        cond = self._conds()[i]
         self.waiting[i] += 1
         try:
-            while not ev.is_set() and self.owner[i] != trial_id:
-                await ev.wait()
+            async with cond:
+                await cond.wait_for(lambda: len(self.holders[i]) < DEPTH)
         finally:
             self.waiting[i] -= 1
-        ev.clear()
-        self.owner[i] = trial_id
+        self._seq += 1
+        self.holders[i][self._seq] = trial_id
+        return self._seq
+
+    async def release(self, i: int, token: int) -> None:
+        if self.holders[i].pop(token, None) is not None:
+            cond = self._conds()[i]
+            async with cond:
+                cond.notify(1)
+
+    async def release_trial(self, trial_id: str) -> None:
+        """Free whatever a finished or killed trial still holds."""
+        for i, held in enumerate(self.holders):
+            for token in [t for t, who in held.items() if who == trial_id]:
+                await self.release(i, token)
 
     def _rebind(self, i: int, trial_id: str) -> int:
         """A compiled trial's GPU: of the actors on actor i's node (they share its compile cache), the one with
@@ -404,17 +428,6 @@ class Broker:
             self.compiling[i].discard(trial_id)
         return j
 
-    async def release(self, i: int, trial_id: str) -> None:
-        if self.owner[i] == trial_id:
-            self.owner[i] = None
-            self._events()[i].set()
-
-    async def release_trial(self, trial_id: str) -> None:
-        """Free whatever a finished or killed trial still holds."""
-        for i, o in enumerate(self.owner):
-            if o == trial_id:
-                await self.release(i, trial_id)
-
     async def _until_alive(self, i: int, timeout_s: float = 120.0) -> None:
         # After a config killed the actor, calls fail with ActorUnavailableError until Ray has restarted it; such
         # a failure is not the next config's fault, so wait for a call that runs no config to answer.
@@ -429,6 +442,15 @@ class Broker:
                     raise
                 await asyncio.sleep(0.2)
 
+    def _ran_into_crash(self, i: int, token: int) -> bool:
+        """Whether call `token`, failed with the actor's death, was the one running (the oldest unanswered call
+        of its incarnation: the actor answers in order). Failed calls stay in `unanswered`, so the answer does not
+        depend on which failure this coroutine sees first."""
+        inc = self.unanswered[i][token]
+        if self.incarnation[i] == inc:
+            self.incarnation[i] += 1
+        return token == min(t for t, g in self.unanswered[i].items() if g == inc)
+
     async def run(self, i: int, trial_id: str, problem: dict, config: dict, rung: int, rep_ms: float,
                   check: bool) -> dict:
         """One rung of a trial's config on actor i (see _Bench.run); the first rung (`check`) may move the trial to
@@ -437,26 +459,32 @@ class Broker:
             i = self._rebind(i, trial_id)
         self._account(i)
         self.compiling[i].discard(trial_id)  # compiled (its first rung): no longer a reason to wait
-        await self.acquire(i, trial_id)
-        self.first["rung"] = self.first["rung"] or time.time()
-        self._account(i)
-        self.running[i] += 1
-        try:
-            if self.restarting[i]:
-                await self._until_alive(i)
-            key = json.dumps(problem, sort_keys=True)
-            cap = max(CAP_FACTOR * self.best_ms[key], CAP_FLOOR_MS) if key in self.best_ms else None
+        key = json.dumps(problem, sort_keys=True)
+        while True:
+            token = await self.acquire(i, trial_id)
+            self.first["rung"] = self.first["rung"] or time.time()
+            self._account(i)
+            self.running[i] += 1
             try:
-                out = await self.actors[i].run.remote(problem, config, rung, rep_ms, check, cap)
+                if self.restarting[i]:
+                    await self._until_alive(i)
+                cap = max(CAP_FACTOR * self.best_ms[key], CAP_FLOOR_MS) if key in self.best_ms else None
+                self.unanswered[i][token] = self.incarnation[i]
+                try:
+                    out = await self.actors[i].run.remote(problem, config, rung, rep_ms, check, cap)
+                except ray.exceptions.RayActorError as e:
+                    self.restarting[i] = True
+                    if not self._ran_into_crash(i, token):
+                        self.requeued += 1
+                        continue  # queued behind the config that killed the actor: run again once it is back
+                    return {"status": "error", "rung": rung, "compile_s": 0.0, "bench_s": 0.0, "actor": i,
+                            "reason": f"benchmark worker died running this config ({type(e).__name__})"}
+                self.unanswered[i].pop(token, None)
                 if out.get("status") == "ok" and out.get("latency_ms", 0) > 0:
                     self.best_ms[key] = min(self.best_ms.get(key, math.inf), float(out["latency_ms"]))
                     self.capped += bool(out.get("capped"))
                 return {**out, "actor": i}
-            except ray.exceptions.RayActorError as e:
-                self.restarting[i] = True
-                return {"status": "error", "rung": rung, "compile_s": 0.0, "bench_s": 0.0, "actor": i,
-                        "reason": f"benchmark worker died running this config ({type(e).__name__})"}
-        finally:
-            self._account(i)
-            self.running[i] -= 1
-            await self.release(i, trial_id)
+            finally:
+                self._account(i)
+                self.running[i] -= 1
+                await self.release(i, token)

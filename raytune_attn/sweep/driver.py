@@ -348,6 +348,7 @@ def run(args) -> dict:
                            args, hms)
         summary["tune_to_first_trial_s"], summary["tune_to_first_rung_s"] = startup["assign"], startup["rung"]
         summary["rungs_capped"] = sum(f["capped"] for f in firsts)
+        summary["rungs_requeued"] = sum(f.get("requeued", 0) for f in firsts)  # queued behind a crash, run again
         summary["actor_info"] = infos
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
         if tracker is not None:

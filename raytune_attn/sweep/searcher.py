@@ -106,9 +106,10 @@ class _Remote:
         self.actor.cancel.remote(inner_id)
 
     def get_state(self) -> dict:
-        import ray
+        return _Pending(self.state_ref()).value
 
-        return ray.get(self.actor.get_state.remote())
+    def state_ref(self):
+        return self.actor.get_state.remote()
 
 
 class SearchHost:
@@ -248,8 +249,17 @@ class SweepSearcher(StatefulSearcher):
 
     # ---- state (Tune saves it with the experiment; Tuner.restore brings it back) ---------------------------------
     def get_state(self) -> dict:
+        # Tune saves this every 10 s or more from its loop. Each search actor answers after the model fit it is
+        # running (0.3-1.5 s): asked all at once, the loop waits for the slowest, not for the sum of 15.
+        refs = {k: s.host.state_ref() for k, s in self.searches.items() if isinstance(s.host, _Remote)}
+        got = {}
+        if refs:
+            import ray
+
+            got = dict(zip(refs, ray.get(list(refs.values())), strict=True))
         return {
-            "searches": {k: {"state": self._host(s).get_state() if s.host else s.searcher.get_state(),
+            "searches": {k: {"state": got[k] if k in got else (self._host(s).get_state() if s.host
+                                                                else s.searcher.get_state()),
                              "suggested": s.suggested, "completed": s.completed, "live": sorted(s.live),
                              "finished": s.finished, "asked": s.asked,
                              "pending": s.pending[0] if s.pending else None} for k, s in self.searches.items()},
