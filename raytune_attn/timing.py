@@ -48,9 +48,11 @@ def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float 
     `graph`: time replays of `fn` captured in a CUDA graph (see the module doc); `fn` should write into
     preallocated outputs, or the capture allocates them once more.
 
-    `stats`, when given, receives `runs` (timed runs), `graphed` (whether the runs replayed a graph) and
+    `stats`, when given, receives `runs` (timed runs), `graphed` (whether the runs replayed a graph),
     `host_us_per_launch`: the host's microseconds per call (or replay) during the warm-up, when the calls only queue
-    work (a diagnostic: a busy host shows here first)."""
+    work (a diagnostic: a busy host shows here first), and `phase_s`: host seconds of each step (first run and its
+    sync, capture, estimate, warm-up, queueing the timed runs, waiting for them), which say where a rung's wall time
+    beyond its repetitions went."""
     if torch.cuda.is_available():
         return _gpu_median_ms(fn, warmup_ms, rep_ms, cap_ms, stats if stats is not None else {}, graph)
     times = []
@@ -94,6 +96,14 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     stats = {} if stats is None else stats
     import triton
 
+    phase = stats["phase_s"] = {}
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        phase[name] = phase.get(name, 0.0) + now - clock[0]
+        clock[0] = now
+
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()  # larger than L2
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     a.record()
@@ -101,10 +111,12 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     b.record()
     torch.cuda.synchronize()
     first = a.elapsed_time(b)
+    lap("first")
     if cap_ms is not None and first > cap_ms:
         stats["runs"], stats["graphed"] = 1, False
         return float(first)
     replay = graphed(fn) if graph else None
+    lap("capture")
     stats["graphed"] = replay is not None
     fn = replay or fn
     # Estimate one run, and what the flush and the spin add, from back-to-back runs (fewer for long kernels).
@@ -120,11 +132,13 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     torch.cuda.synchronize()
     est = a.elapsed_time(b) / k
     overhead = b.elapsed_time(c)
+    lap("estimate")
     warm = max(1, int(warmup_ms / max(est, 1e-6)))
     t0 = time.perf_counter()
     for _ in range(warm):
         fn()
     stats["host_us_per_launch"] = (time.perf_counter() - t0) / warm * 1e6
+    lap("warmup")
     n = rep_count(est, rep_ms, overhead)
     stats["runs"] = n
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
@@ -135,7 +149,9 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
         s.record()
         fn()
         e.record()
+    lap("queue")
     torch.cuda.synchronize()
+    lap("wait")
     times = sorted(s.elapsed_time(e) for s, e in zip(starts, ends, strict=True))
     return float(times[len(times) // 2])
 

@@ -3,8 +3,14 @@
 #   PART=warm   (nvidia-h200-x2) every config the GP could propose for the Llama set compiled into one Triton cache
 #               (warm_cache.py), then on copies of it the sweep WITH baselines (they hide the search actors' start)
 #               on one GPU and on two at equal per-search concurrency: the end-to-end two-GPU speed-up.
+#   PART=diag   (nvidia-h200-x2) after call 1 (PART=warm: two GPUs 1.08x, their rungs ~25 ms longer each): the same
+#               precompiled cache, two GPUs with and without the searches' speculative compiles
+#               (RAYTUNE_ATTN_NO_SPECULATION=1), then one GPU, each actor's rung time split by step (phase_s).
 #   PART=cold   (nvidia-h200-x2) the cold-cache sweep on one GPU, then on two: what the speculative compiles of each
 #               search's likely next configs (prefetch.Speculator) and the coupled screening change.
+#   PART=esrand (nvidia-h200) what early stopping alone costs: the random searcher (its configs do not depend on
+#               the results, so both sweeps measure the same 450 configs) with ASHA, then with FIFO on the Triton
+#               cache the first one filled; compare search GPU seconds and each key's re-measured best.
 #   PART=kernel (nvidia-h200) a GP sweep of issue 7's bf16 grid (pipelines/problems/grid_bf16.yaml) over the Hopper
 #               space (search_spaces/nvidia/sm90.yaml), SDPA's backends measured in the same sweep.
 # Run from a snapshot of the commit (git archive HEAD):
@@ -20,9 +26,21 @@ case $PART in
     for n in 1gpu 2gpu; do rm -rf /tmp/triton-llama-$n-full; cp -r /tmp/triton-full /tmp/triton-llama-$n-full; done
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-full 180 --compile-workers 31 --trials-per-gpu 48
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-full 160 --compile-workers 31 ;;
+  diag)
+    rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 150 python3 \
+      docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
+      | tee "$OUT/warm_cache.log"
+    for n in 2gpu-nospec 2gpu 1gpu; do rm -rf /tmp/triton-llama-$n-diag; cp -r /tmp/triton-full /tmp/triton-llama-$n-diag; done
+    RAYTUNE_ATTN_NO_SPECULATION=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nospec-diag 135 --compile-workers 31
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-diag 135 --compile-workers 31
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-diag 150 --compile-workers 31 --trials-per-gpu 48 ;;
   cold)
     CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-cold 260 --compile-workers 31 --trials-per-gpu 48
     CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-cold 240 --compile-workers 31 ;;
+  esrand)
+    llama llama-rand-asha 280 --searcher random --compile-workers 15
+    rm -rf /tmp/triton-llama-rand-fifo; cp -r /tmp/triton-llama-rand-asha /tmp/triton-llama-rand-fifo
+    KEEP_CACHE=1 llama llama-rand-fifo 280 --searcher random --compile-workers 15 --no-early-stop ;;
   kernel)
-    sweep grid-bf16 560 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+    sweep grid-bf16 540 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
 esac

@@ -101,6 +101,9 @@ class _Bench:
         self.calls = 0
         self.launch_us: list[float] = []  # host microseconds per kernel launch in each rung's warm-up
         self.graphed = 0  # of those rungs, how many timed replays of a CUDA graph (timing.graphed)
+        # Host seconds per step of the rungs (timing.median_ms's phase_s, plus "alloc": the timed output buffer):
+        # where a rung's wall time beyond its repetitions goes.
+        self.phase_s: dict[str, float] = {}
         # Which device measured a row (its GPU's UUID; the process without one): rows of a multi-GPU sweep can be
         # compared per GPU, and the final re-measure's candidates checked to share one.
         self.gpu = (str(torch.cuda.get_device_properties(0).uuid) if self.device == "cuda"
@@ -175,8 +178,11 @@ class _Bench:
             t2 = time.perf_counter()
             timing: dict = {}
             buf = torch.empty_like(w.q)  # timed runs write here: a captured run (timing.graphed) allocates nothing
+            self.phase_s["alloc"] = self.phase_s.get("alloc", 0.0) + time.perf_counter() - t2
             ms = median_ms(lambda: w.run(config, out=buf), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms, cap_ms=cap_ms,
                            stats=timing)
+            for k, v in timing.get("phase_s", {}).items():
+                self.phase_s[k] = self.phase_s.get(k, 0.0) + v
             if "host_us_per_launch" in timing:
                 self.launch_us.append(timing["host_us_per_launch"])
                 self.graphed += bool(timing.get("graphed"))
@@ -218,6 +224,7 @@ class _Bench:
                 "launch_us_p50": statistics.median(lu) if lu else None,
                 "launch_us_p90": lu[int(0.9 * (len(lu) - 1))] if lu else None,
                 "rungs_timed": len(lu), "rungs_graphed": self.graphed,
+                "phase_s": {k: round(v, 3) for k, v in self.phase_s.items()},
                 "alive_s": time.time() - self.t_start, "pid": os.getpid()}
 
 

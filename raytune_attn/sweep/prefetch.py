@@ -21,6 +21,8 @@ just chosen, while the 31 compile processes were busy about a third of the Tune 
 
 from __future__ import annotations
 
+import os
+
 from raytune_attn.compile_pool import specialization
 from raytune_attn.problem import Problem
 from raytune_attn.search.features import FEATURES
@@ -150,6 +152,9 @@ class Speculator:
 
 
 def speculators(searches, compilers: dict, groups: dict) -> dict:
-    """A `Speculator` per search (key -> Speculator) with the compile actors of its accelerator type's nodes."""
+    """A `Speculator` per search (key -> Speculator) with the compile actors of its accelerator type's nodes; none
+    with the benchmark hook RAYTUNE_ATTN_NO_SPECULATION=1 (an A/B of what speculation costs the node's CPUs)."""
+    if os.environ.get("RAYTUNE_ATTN_NO_SPECULATION") == "1":
+        return {}
     by_accel = _handles(compilers, groups)
     return {s.key: Speculator(s.problem, by_accel[s.accel]) for s in searches if by_accel.get(s.accel)}
