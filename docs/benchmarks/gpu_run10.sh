@@ -6,6 +6,9 @@
 #   PART=diag   (nvidia-h200-x2) after call 1 (PART=warm: two GPUs 1.08x, their rungs ~25 ms longer each): the same
 #               precompiled cache, two GPUs with and without the searches' speculative compiles
 #               (RAYTUNE_ATTN_NO_SPECULATION=1), then one GPU, each actor's rung time split by step (phase_s).
+#   PART=ab     (nvidia-h200-x2; prepared after call 2, not run) which change took two GPUs from run 9's 1.41x to
+#               call 1-2's 1.0-1.08x: on the precompiled cache, two GPUs without baselines at DEPTH 2 and at DEPTH 1
+#               (RAYTUNE_ATTN_BROKER_DEPTH=1), then with baselines at DEPTH 1.
 #   PART=cold   (nvidia-h200-x2) the cold-cache sweep on one GPU, then on two: what the speculative compiles of each
 #               search's likely next configs (prefetch.Speculator) and the coupled screening change.
 #   PART=esrand (nvidia-h200) what early stopping alone costs: the random searcher (its configs do not depend on
@@ -34,6 +37,15 @@ case $PART in
     RAYTUNE_ATTN_NO_SPECULATION=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nospec-diag 135 --compile-workers 31
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-diag 135 --compile-workers 31
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-diag 150 --compile-workers 31 --trials-per-gpu 48 ;;
+  ab)
+    rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 150 python3 \
+      docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
+      | tee "$OUT/warm_cache.log"
+    for n in nb-d2 nb-d1 b-d1; do rm -rf /tmp/triton-llama-2gpu-$n; cp -r /tmp/triton-full /tmp/triton-llama-2gpu-$n; done
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nb-d2 130 --compile-workers 31 --no-baselines
+    RAYTUNE_ATTN_BROKER_DEPTH=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nb-d1 130 --compile-workers 31 \
+      --no-baselines
+    RAYTUNE_ATTN_BROKER_DEPTH=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-b-d1 140 --compile-workers 31 ;;
   cold)
     CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-cold 260 --compile-workers 31 --trials-per-gpu 48
     CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-cold 240 --compile-workers 31 ;;

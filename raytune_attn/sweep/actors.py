@@ -16,6 +16,7 @@ Test hooks (never set them in production):
                             the device the actor reports; with no real GPU it runs the Triton interpreter.
   RAYTUNE_ATTN_CRASH_ON     JSON config subset: the actor calls os._exit(3) when asked to run a matching config.
   RAYTUNE_ATTN_SIMULATE     JSON {"landscape": path, ...}: answer configs from a recorded landscape (simulate.py).
+  RAYTUNE_ATTN_BROKER_DEPTH calls in flight per benchmark actor (default 2; an A/B of DEPTH on a GPU).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ CAP_FLOOR_MS = 1.0
 # Rungs in flight per benchmark actor: one runs, one waits in the actor's task queue. With one, the GPU idled for a
 # round trip per rung (the result back to the Broker, the next waiter woken, its call sent): 11 ms per rung on one
 # H200 and 19 ms with two behind one Broker (run 9: lease time minus kernel time), against rungs of 10-60 ms.
-DEPTH = 2
+DEPTH = int(os.environ.get("RAYTUNE_ATTN_BROKER_DEPTH", "2"))  # benchmark hook: 1 restores one call per actor
 
 
 def setup_process_env(cache_dir: str | None = None) -> None:

@@ -148,9 +148,8 @@ def start_actors(groups: dict, args, cpu_mode: bool):
                 actors.setdefault(accel, []).append(BenchActor.options(**opts).remote(accel))
                 compilers.setdefault(accel, []).append(node_compiler.get(node["node_id"]))
                 actor_nodes.setdefault(accel, []).append(node["node_id"])
-    brokers = {accel: Broker.options(name=broker_name(accel), lifetime=None).remote(actors[accel], compilers[accel],
-                                                                                  actor_nodes[accel])
-               for accel in actors}
+    brokers = {accel: Broker.options(name=broker_name(accel), lifetime=None, runtime_env=runtime_env).remote(
+        actors[accel], compilers[accel], actor_nodes[accel]) for accel in actors}
     infos = {accel: ray.get([a.info.remote() for a in acts], timeout=600) for accel, acts in actors.items()}
     return actors, brokers, infos, node_compiler
 
