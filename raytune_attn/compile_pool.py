@@ -114,14 +114,20 @@ class CompilePool:
                     conn.send((problem.to_dict(), cfg))
                     busy[i] = (cfg, time.perf_counter())
             conns = {self._procs[i][1]: i for i in busy}
-            for conn in wait(list(conns), timeout=1.0):
+            # Wake at the nearest deadline: a result that arrives after its limit is over it, even when it comes
+            # before the pool looks again.
+            first_due = min(t0 + self.timeout_s for _, t0 in busy.values()) - time.perf_counter()
+            for conn in wait(list(conns), timeout=max(0.0, min(1.0, first_due))):
                 i = conns[conn]
-                cfg, _ = busy.pop(i)
+                cfg, t0 = busy.pop(i)
                 try:
                     status, reason, secs, regs, spills, shared = conn.recv()
                 except EOFError:  # the worker died (a compiler segfault): replace it
                     self._replace(i)
                     status, reason, secs, regs, spills, shared = "error", "compile worker died", 0.0, None, None, None
+                took = time.perf_counter() - t0
+                if status == "ok" and took > self.timeout_s:
+                    status, reason, secs = "invalid", f"compile exceeded {self.timeout_s:.0f} s", took
                 yield CompileResult(problem.key, cfg, status, reason, secs, regs, spills, shared)
             now = time.perf_counter()
             for i, (cfg, t0) in list(busy.items()):
