@@ -63,9 +63,6 @@ class _Local:
     def cancel(self, inner_id: str) -> None:
         self.searcher.cancel(inner_id)
 
-    def get_state(self) -> dict:
-        return self.searcher.get_state()
-
 
 class _Pending:
     def __init__(self, ref):
@@ -104,9 +101,6 @@ class _Remote:
 
     def cancel(self, inner_id: str) -> None:
         self.actor.cancel.remote(inner_id)
-
-    def get_state(self) -> dict:
-        return _Pending(self.state_ref()).value
 
     def state_ref(self):
         return self.actor.get_state.remote()
@@ -258,8 +252,8 @@ class SweepSearcher(StatefulSearcher):
 
             got = dict(zip(refs, ray.get(list(refs.values())), strict=True))
         return {
-            "searches": {k: {"state": got[k] if k in got else (self._host(s).get_state() if s.host
-                                                                else s.searcher.get_state()),
+            # A search without a remote host holds its searcher here (a local host wraps this same object).
+            "searches": {k: {"state": got[k] if k in got else s.searcher.get_state(),
                              "suggested": s.suggested, "completed": s.completed, "live": sorted(s.live),
                              "finished": s.finished, "asked": s.asked,
                              "pending": s.pending[0] if s.pending else None} for k, s in self.searches.items()},
