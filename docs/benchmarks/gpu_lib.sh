@@ -2,7 +2,10 @@
 # bundle, records the machine in $OUT/env.txt, and defines
 #   sweep NAME TIMEOUT PROBLEMS [flags]  a `raytune-attn tune` with its own cold Triton cache (KEEP_CACHE=1: the
 #                                        cache at /tmp/triton-NAME as it is), its files tarred to $OUT at its end;
-#   llama NAME TIMEOUT [flags]           the Llama-3-8B prefill GP sweep (study space, budget 30, 24 trials per GPU).
+#   llama NAME TIMEOUT [flags]           the Llama-3-8B prefill GP sweep (study space, budget 30, 24 trials per GPU);
+#   precompile TIMEOUT NAME...           every config a Llama search may propose built into one Triton cache
+#                                        (warm_cache.py, 31 processes), copied to each sweep NAME's cache
+#                                        (run those with KEEP_CACHE=1).
 set -u
 mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
 export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
@@ -29,4 +32,10 @@ llama() {  # llama NAME TIMEOUT [extra flags]
   sweep "$name" "$limit" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 \
     --space search_spaces/nvidia/sm90_study.yaml "$@"
 }
-
+precompile() {  # precompile TIMEOUT NAME...
+  local limit=$1; shift
+  rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout "$limit" python3 \
+    docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
+    | tee "$OUT/warm_cache.log"
+  for n in "$@"; do rm -rf "/tmp/triton-$n"; cp -r /tmp/triton-full "/tmp/triton-$n"; done
+}

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Tenth run (prepared after run 9; not yet run). Each PART is one device call of at most 10 minutes.
+# Tenth run (calls 1-4 ran PART=warm, diag, kernel, esrand; ab and cold did not). Each PART is one device call
+# of at most 10 minutes.
 #   PART=warm   (nvidia-h200-x2) every config the GP could propose for the Llama set compiled into one Triton cache
 #               (warm_cache.py), then on copies of it the sweep WITH baselines (they hide the search actors' start)
 #               on one GPU and on two at equal per-search concurrency: the end-to-end two-GPU speed-up.
@@ -23,25 +24,17 @@ source docs/benchmarks/gpu_lib.sh
 
 case $PART in
   warm)
-    rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 170 python3 \
-      docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
-      | tee "$OUT/warm_cache.log"
-    for n in 1gpu 2gpu; do rm -rf /tmp/triton-llama-$n-full; cp -r /tmp/triton-full /tmp/triton-llama-$n-full; done
+    precompile 170 llama-1gpu-full llama-2gpu-full
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-full 180 --compile-workers 31 --trials-per-gpu 48
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-full 160 --compile-workers 31 ;;
   diag)
-    rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 150 python3 \
-      docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
-      | tee "$OUT/warm_cache.log"
-    for n in 2gpu-nospec 2gpu 1gpu; do rm -rf /tmp/triton-llama-$n-diag; cp -r /tmp/triton-full /tmp/triton-llama-$n-diag; done
-    RAYTUNE_ATTN_NO_SPECULATION=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nospec-diag 135 --compile-workers 31
+    precompile 150 llama-2gpu-nospec-diag llama-2gpu-diag llama-1gpu-diag
+    RAYTUNE_ATTN_NO_SPECULATION=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nospec-diag 135 \
+      --compile-workers 31
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-diag 135 --compile-workers 31
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-diag 150 --compile-workers 31 --trials-per-gpu 48 ;;
   ab)
-    rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 150 python3 \
-      docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
-      | tee "$OUT/warm_cache.log"
-    for n in nb-d2 nb-d1 b-d1; do rm -rf /tmp/triton-llama-2gpu-$n; cp -r /tmp/triton-full /tmp/triton-llama-2gpu-$n; done
+    precompile 150 llama-2gpu-nb-d2 llama-2gpu-nb-d1 llama-2gpu-b-d1
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nb-d2 130 --compile-workers 31 --no-baselines
     RAYTUNE_ATTN_BROKER_DEPTH=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nb-d1 130 --compile-workers 31 \
       --no-baselines
