@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tenth run (calls 1-4 ran PART=warm, diag, kernel, esrand; ab and cold did not). Each PART is one device call
+# Tenth run (calls 1-4 ran PART=warm, diag, kernel, esrand; call 5 PART=ab; cold did not). Each PART is one device call
 # of at most 10 minutes.
 #   PART=warm   (nvidia-h200-x2) every config the GP could propose for the Llama set compiled into one Triton cache
 #               (warm_cache.py), then on copies of it the sweep WITH baselines (they hide the search actors' start)
@@ -9,7 +9,8 @@
 #               (RAYTUNE_ATTN_NO_SPECULATION=1), then one GPU, each actor's rung time split by step (phase_s).
 #   PART=ab     (nvidia-h200-x2; prepared after call 2, not run) which change took two GPUs from run 9's 1.41x to
 #               call 1-2's 1.0-1.08x: on the precompiled cache, two GPUs without baselines at DEPTH 2 and at DEPTH 1
-#               (RAYTUNE_ATTN_BROKER_DEPTH=1), then with baselines at DEPTH 1.
+#               (RAYTUNE_ATTN_BROKER_DEPTH=1), then with baselines at DEPTH 1; last, one GPU without baselines at
+#               DEPTH 2 (the same run's one-GPU reference).
 #   PART=cold   (nvidia-h200-x2) the cold-cache sweep on one GPU, then on two: what the speculative compiles of each
 #               search's likely next configs (prefetch.Speculator) and the coupled screening change.
 #   PART=esrand (nvidia-h200) what early stopping alone costs: the random searcher (its configs do not depend on
@@ -34,11 +35,13 @@ case $PART in
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-diag 135 --compile-workers 31
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-diag 150 --compile-workers 31 --trials-per-gpu 48 ;;
   ab)
-    precompile 150 llama-2gpu-nb-d2 llama-2gpu-nb-d1 llama-2gpu-b-d1
+    precompile 150 llama-2gpu-nb-d2 llama-2gpu-nb-d1 llama-2gpu-b-d1 llama-1gpu-nb-d2
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nb-d2 130 --compile-workers 31 --no-baselines
     RAYTUNE_ATTN_BROKER_DEPTH=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-nb-d1 130 --compile-workers 31 \
       --no-baselines
-    RAYTUNE_ATTN_BROKER_DEPTH=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-b-d1 140 --compile-workers 31 ;;
+    RAYTUNE_ATTN_BROKER_DEPTH=1 KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-b-d1 140 --compile-workers 31
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-nb-d2 110 --compile-workers 31 --trials-per-gpu 48 \
+      --no-baselines ;;
   cold)
     CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-cold 260 --compile-workers 31 --trials-per-gpu 48
     CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-cold 240 --compile-workers 31 ;;
