@@ -251,6 +251,37 @@ def test_start_asks_every_search_its_first_suggestion_ahead():
     assert {g["search"]: g["config"] for g in got} == firsts
 
 
+def test_pre_started_search_hosts_serve_the_searches_in_order():
+    """Hosts started before their searchers exist (start_hosts) get them with `load`, which runs before the first
+    suggestion: each search suggests, in order, what the same searcher suggests in this process, on those hosts."""
+    import time
+
+    import ray
+
+    from raytune_attn.sweep.searcher import start_hosts
+
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        hosts = start_hosts(2)
+        s = _sweep()
+        s.remote, s.hosts = True, list(hosts)
+        s.start()
+        got: dict[str, list] = {"CPU/0": [], "CPU/1": []}
+        deadline = time.time() + 60
+        while sum(map(len, got.values())) < 4 and time.time() < deadline:
+            g = s.suggest(f"t{sum(map(len, got.values()))}")
+            if g:
+                got[g["search"]].append(g["config"])
+            else:
+                time.sleep(0.05)
+        local = _sweep()
+        want = {k: [x.searcher.suggest(f"l{i}") for i in range(2)] for k, x in local.searches.items()}
+        assert got == want
+        assert not s.hosts and {x.host.actor for x in s.searches.values()} == set(hosts)
+    finally:
+        ray.shutdown()
+
+
 class _FakeBench:
     """A BenchActor handle whose `run.remote(...)` is awaitable and takes `hold` seconds."""
 

@@ -181,7 +181,7 @@ def run(args) -> dict:
     from raytune_attn.sweep.callbacks import SweepState, row_from_result
     from raytune_attn.sweep.problems import load_problems
     from raytune_attn.sweep.progress import Progress, hms
-    from raytune_attn.sweep.searcher import PerSearchScheduler, Search, SweepSearcher, search_key
+    from raytune_attn.sweep.searcher import PerSearchScheduler, Search, SweepSearcher, search_key, start_hosts
     from raytune_attn.sweep.trial import run_trial
 
     name = args.name or ("sweep-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S"))
@@ -217,11 +217,14 @@ def run(args) -> dict:
             print(CPU_NOTE, flush=True)
             groups = {"CPU": [{"node_id": ray.get_runtime_context().get_node_id(), "gpus": args.cpu_actors,
                                "typed": False}]}
+        problems = load_problems(args.problems or ("cpu_smoke" if cpu_mode else "standard"))
+        # The search actors start now, beside the GPU actors, and get their searchers once the GPUs' architectures
+        # are known: Tune's first trial then waits for neither.
+        hosts = [] if args.resume else start_hosts(len(groups) * len(problems))
         actors, brokers, infos, compilers = start_actors(groups, args, cpu_mode)
         for accel, inf in infos.items():
             i = inf[0]
             print(f"[tune] {accel}: {len(inf)} benchmark actor(s), {i['vendor']} {i['arch']} {i['name']}", flush=True)
-        problems = load_problems(args.problems or ("cpu_smoke" if cpu_mode else "standard"))
         budget = args.budget or (6 if cpu_mode else 40)
         per_gpu = args.trials_per_gpu or (3 if cpu_mode else 16)
         prov = {accel: provenance.collect(inf[0]) for accel, inf in infos.items()}
@@ -261,18 +264,15 @@ def run(args) -> dict:
                 handles[s.key] = tracker.start_search(s.accel, _problem(s.problem), prov[s.accel],
                                                       settings)
         searcher = None if args.resume else SweepSearcher(
-            searches, spec, remote=True, speculators=prefetch.speculators(searches, compilers, groups))
+            searches, spec, remote=True, speculators=prefetch.speculators(searches, compilers, groups), hosts=hosts)
         if searcher is not None:
-            # While the baselines occupy the GPUs: compile the searches' initial designs and their neighbourhoods
-            # on every node (prefetch.py), and start the search actors with their first suggestion.
+            # While Tune starts: compile the searches' initial designs and their neighbourhoods on every node
+            # (prefetch.py), and ask each search actor for its first suggestion.
             design, speculative = prefetch.submit(searches, compilers, groups)
             searcher.start()
             if design or speculative:
                 print(f"[tune] compiling ahead: {design} initial-design configs, then {speculative} of their "
                       "neighbours while no trial waits for a compile", flush=True)
-        # Baselines (PyTorch SDPA on the GPU, dense problems): once per search, spread over the type's actors.
-        base_rows = [] if args.no_baselines else _baselines(actors, searches, prov, name, resume=args.resume,
-                                                            out=out)
 
         done_before = {}
         if args.resume and (out / "trials").exists():
@@ -318,7 +318,7 @@ def run(args) -> dict:
         # Tune's start-up: from fit() to the first trial reaching a broker, and to the first rung on a GPU.
         startup = {k: min((f[k] for f in firsts if f[k]), default=t_fit) - t_fit for k in ("assign", "rung")}
         at_fit = [x for acts in actors.values() for x in ray.get([a.stats.remote() for a in acts])]
-        fit_busy = sum(x["busy_s"] - x["baseline_s"] for x in at_fit)  # baselines ran before the fit
+        fit_busy = sum(x["busy_s"] - x["baseline_s"] for x in at_fit)  # (a resumed sweep's baselines ran before)
         if state.tracking is not None:
             state.tracking.drain()
 
@@ -337,6 +337,12 @@ def run(args) -> dict:
 
         # Final re-measure of each search's top-k configs with more repetitions; the winner comes from these.
         final_rows = _remeasure(actors, by_key, rows, prov, meta, args)
+        # Baselines (PyTorch SDPA's backends) last, once per search, spread over the type's actors. Measured before
+        # the sweep, they slowed its rungs: a process that had run them spent 2-5x longer in the host-side steps of
+        # each rung (launches, graph replays), and two GPUs then finished 9.3 configs/s where they had done 10.7
+        # without (run 10, call 5); on the GPU the rungs took as long.
+        base_rows = [] if args.no_baselines else _baselines(actors, searches, prov, name, resume=args.resume,
+                                                            out=out)
         all_rows = rows + final_rows + base_rows
         trials_path = results.write_file(all_rows, out / "trials.parquet")
         df = results.read_trials(trials_path)

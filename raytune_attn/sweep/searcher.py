@@ -80,18 +80,37 @@ class _Pending:
         return ray.get(self.ref)
 
 
+def _host_actor(**kwargs):
+    """A SearchHost actor on this node (the driver's: its calls are the Tune loop's)."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
+    return ray.remote(num_cpus=0, max_restarts=0)(SearchHost).options(scheduling_strategy=here).remote(**kwargs)
+
+
+def start_hosts(n: int) -> list:
+    """`n` SearchHost actors started now, without a searcher, for a SweepSearcher's `hosts`.
+
+    A search actor's start (a process, then numpy, scipy, scikit-learn and scikit-optimize imported) took ~11 s
+    from Tune's start to the first trial with 15 of them starting at once on an H200 host (run 10, call 5). Started
+    right after Ray, that start overlaps the GPU actors' (torch, the CUDA context); each then only unpickles its
+    searcher (`load`)."""
+    return [_host_actor() for _ in range(n)]
+
+
 class _Remote:
     """The searcher in its own process (a `SearchHost` actor), asked one suggestion ahead: the GP's model fits
     (0.3-1.5 s each) then run beside the Tune loop instead of inside it, and 15 searches fit in parallel.
-    Calls from this driver reach the actor in order, so a suggestion asked after a result was told sees it."""
+    Calls from this driver reach the actor in order, so a suggestion asked after a result was told sees it (and
+    a pre-started host's `load` runs before the first suggestion)."""
 
-    def __init__(self, searcher, speculator=None):
-        import ray
-        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-
-        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-        self.actor = ray.remote(num_cpus=0, max_restarts=0)(SearchHost).options(scheduling_strategy=here) \
-            .remote(cloudpickle.dumps(searcher), speculator)
+    def __init__(self, searcher, speculator=None, actor=None):
+        if actor is None:
+            self.actor = _host_actor(searcher_pickle=cloudpickle.dumps(searcher), speculator=speculator)
+        else:
+            self.actor = actor
+            actor.load.remote(cloudpickle.dumps(searcher), speculator)
 
     def ask(self, inner_id: str):
         return _Pending(self.actor.suggest.remote(inner_id))
@@ -109,7 +128,15 @@ class _Remote:
 class SearchHost:
     """Holds one search's searcher in a Ray actor (see _Remote)."""
 
-    def __init__(self, searcher_pickle: bytes, speculator=None):
+    def __init__(self, searcher_pickle: bytes | None = None, speculator=None):
+        self.searcher, self.speculator = None, None
+        if searcher_pickle is None:
+            # Started ahead of its searcher (start_hosts): import what unpickling a GP searcher needs now.
+            import raytune_attn.search.gp  # noqa: F401
+        else:
+            self.load(searcher_pickle, speculator)
+
+    def load(self, searcher_pickle: bytes, speculator=None) -> None:
         # Shipped as a pickle: Ray would hand the searcher's numpy arrays over read-only (zero-copy).
         self.searcher = cloudpickle.loads(searcher_pickle)
         self.speculator = speculator  # prefetch.Speculator: compiles what this search is about to ask for
@@ -139,8 +166,9 @@ class SweepSearcher(StatefulSearcher):
     `remote=False` runs them in this process, each call at once."""
 
     def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max",
-                 remote: bool = False, speculators: dict | None = None):
+                 remote: bool = False, speculators: dict | None = None, hosts: list | None = None):
         super().__init__(metric=metric, mode=mode)
+        self.hosts = list(hosts or [])  # pre-started SearchHost actors (start_hosts), taken one per search
         self.speculators = dict(speculators or {})  # search key -> prefetch.Speculator (remote hosts only)
         self.searches = {s.key: s for s in searches}
         self.order = [s.key for s in searches]
@@ -156,6 +184,7 @@ class SweepSearcher(StatefulSearcher):
         state["searches"] = {k: Search(**{**s.__dict__, "host": None, "pending": None})
                              for k, s in self.searches.items()}
         state["speculators"] = {}
+        state["hosts"] = []
         return state
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -170,7 +199,10 @@ class SweepSearcher(StatefulSearcher):
 
     def _host(self, s: Search):
         if s.host is None:
-            s.host = _Remote(s.searcher, self.speculators.get(s.key)) if self.remote else _Local(s.searcher)
+            if self.remote:
+                s.host = _Remote(s.searcher, self.speculators.get(s.key), self.hosts.pop() if self.hosts else None)
+            else:
+                s.host = _Local(s.searcher)
         return s.host
 
     def _ask(self, s: Search) -> None:
@@ -179,8 +211,8 @@ class SweepSearcher(StatefulSearcher):
         s.pending = (inner, self._host(s).ask(inner))
 
     def start(self) -> None:
-        """Start every search's host and ask its first suggestion now (before Tune asks): with remote hosts,
-        their processes start and import the GP stack while the driver does other work (the baselines)."""
+        """Start every search's host and ask its first suggestion now (before Tune asks): with remote hosts not
+        started ahead (start_hosts), their processes start and import the GP stack while Tune starts."""
         for s in self.searches.values():
             if self._open(s) and s.pending is None:
                 self._ask(s)

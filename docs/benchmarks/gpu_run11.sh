@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Eleventh run. Each PART is one device call of at most 10 minutes.
+#   PART=scale  (nvidia-h200-x2) after run 10's call 5 (PART=ab: the baselines measured before the sweep, not the
+#               two-rung queue, halved two GPUs' mid-sweep rate): the sweep as it now runs by default (search actors
+#               started beside the GPU actors, SDPA's baselines after the final re-measure) on one GPU, then on two,
+#               on copies of one precompiled Triton cache at equal per-search concurrency; then, on one GPU, the
+#               rung's host-side steps before and after SDPA's baselines in one process (baseline_pollution.py).
+#   PART=espair (nvidia-h200-x2) early stopping alone, with the final re-measure this time: the random searcher
+#               (same seeds, so the same configs) with ASHA on GPU 0 and with FIFO on GPU 1 at the same time, each
+#               on its own cold Triton cache with 15 compile processes (run 10 call 4 ran them one after the other
+#               and both hit their limits before the re-measure).
+# Run from a snapshot of the commit (git archive HEAD):
+#   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run11.sh
+RUN=run11 PART=${PART:-scale}
+source docs/benchmarks/gpu_lib.sh
+
+case $PART in
+  scale)
+    precompile 150 llama-1gpu llama-2gpu
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu 150 --compile-workers 31 --trials-per-gpu 48
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu 130 --compile-workers 31
+    TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 120 python3 \
+      docs/benchmarks/baseline_pollution.py --out "$OUT/pollution.json" 2>&1 | tail -20 | tee "$OUT/pollution.log" ;;
+  espair)
+    CUDA_VISIBLE_DEVICES=0 llama llama-rand-asha 420 --searcher random --compile-workers 15 &
+    CUDA_VISIBLE_DEVICES=1 llama llama-rand-fifo 420 --searcher random --compile-workers 15 --no-early-stop &
+    wait
+    python3 docs/benchmarks/early_stop_pair.py /tmp/llama-rand-asha/trials.parquet /tmp/llama-rand-fifo/trials.parquet \
+      | tee "$OUT/early_stop_pair.txt" ;;
+esac
