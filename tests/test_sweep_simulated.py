@@ -96,18 +96,29 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
     s = json.loads((out / "summary.json").read_text())
     assert 0 < s["gpu_busy_fraction"] <= 1 and s["overhead_per_trial_s"] >= 0
     assert s["idle_pipeline_s"] + s["idle_compile_bound_s"] + s["lease_run_s"] <= s["tune_wall_s"] * 1.05
+    # The two problems are one family (sizes differ): each search's final re-measure adds the other's winner by its
+    # rungs when it never measured that config itself (--family-k, default 2), and the winner comes from both.
     best = json.loads((out / "best_configs.json").read_text())["entries"]
     assert len(best) == 2
+    fam = df[df.trial_id.str.endswith("-final") & df.trial_id.str.contains("-for")]
     for e in best:
-        ok = trials[(trials.problem_key == e["problem_key"]) & trials.tflops.notna()]
-        assert e["tflops"] == pytest.approx(ok.tflops.max())
+        mine = trials.problem_key == e["problem_key"]
+        own, other = trials[mine & trials.tflops.notna()], trials[~mine & trials.tflops.notna()]
+        win = other.loc[other.tflops.idxmax(), KNOBS].to_dict()
+        added = fam[fam.problem_key == e["problem_key"]]
+        if own.merge(pd.DataFrame([win]), on=KNOBS).empty:
+            assert len(added) == 1 and added[KNOBS].iloc[0].to_dict() == win
+            assert added.tflops.iloc[0] == pytest.approx(sim.tflops(win))
+        else:
+            assert added.empty
+        assert e["tflops"] == pytest.approx(max([own.tflops.max(), *added.tflops]))
 
 
 def test_final_re_measure_compares_each_search_on_one_gpu(fake_two_gpu_cluster, tmp_path, monkeypatch):
     """Two GPUs: trials run on both, but a search's top configs are re-measured on one GPU (the winner is a
     same-GPU comparison), and the searches are spread over the two."""
     out = _simulated_sweep(fake_two_gpu_cluster, tmp_path, monkeypatch, "--searcher", "random", "--trials-per-gpu",
-                           "3", "--top-k", "3")
+                           "3", "--top-k", "3", "--family-k", "0")
     df = pd.read_parquet(out / "trials.parquet")
     df["gpu"] = [json.loads(e or "{}").get("gpu") for e in df.extra]
     trials = df[(df.kind == "trial") & ~df.trial_id.str.endswith("-final") & df.tflops.notna()]

@@ -94,11 +94,26 @@ def test_flags():
     a = parse_args(["--budget", "5", "--rungs", "5,20", "--searcher", "random"])
     assert a.rungs_ms == [5.0, 20.0] and a.budget == 5 and not a.no_baselines
     assert parse_args(["--no-baselines"]).no_baselines
-    for bad in (["--rungs", "x"], ["--budget", "0"], ["--resume"]):
+    assert a.family_k == 2 and parse_args(["--family-k", "0"]).family_k == 0
+    for bad in (["--rungs", "x"], ["--budget", "0"], ["--resume"], ["--family-k", "-1"]):
         with pytest.raises(SweepUsageError):
             parse_args(bad)
     with pytest.raises(SystemExit):
         parse_args(["--searcher", "bayes"])
+
+
+def test_family_siblings_are_the_same_kernel_nearest_length_first():
+    from raytune_attn.sweep.driver import _nearest_siblings
+
+    grid = {"hq": 16, "hkv": 16, "head_dim": 128, "causal": False, "dtype": "bfloat16", "varlen": False}
+    mk = lambda key, accel="H200", **p: Search(key, accel, {**grid, **p}, None, budget=1, max_concurrent=1)  # noqa: E731
+    s = mk("s2048", batch=8, seqlen_q=2048, seqlen_k=2048)
+    others = [mk(f"s{n}", batch=16384 // n, seqlen_q=n, seqlen_k=n) for n in (512, 1024, 4096, 16384)]
+    others += [mk("causal", batch=8, seqlen_q=2048, seqlen_k=2048, causal=True),  # another kernel
+               mk("d64", batch=8, seqlen_q=2048, seqlen_k=2048, head_dim=64, hq=32, hkv=32),
+               mk("other-gpu", "MI300X", batch=8, seqlen_q=2048, seqlen_k=2048)]  # another accelerator type
+    got = [o.key for o in _nearest_siblings(s, [s, *others])]
+    assert got[:2] in (["s1024", "s4096"], ["s4096", "s1024"]) and got[2:] == ["s512", "s16384"]
 
 
 def test_cli_tune_bad_flag_exits_2(capsys):

@@ -12,6 +12,7 @@ import argparse
 import datetime as _dt
 import json
 import logging
+import math
 import os
 import sys
 import time
@@ -63,6 +64,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--reduction-factor", type=float, default=2.0, help="ASHA reduction factor")
     ap.add_argument("--top-k", type=int, default=4, help="configs per search re-measured before naming the winner")
     ap.add_argument("--final-rep-ms", type=float, default=200.0, help="repetitions (ms) of the final re-measure")
+    ap.add_argument("--family-k", type=int, default=2, help="configs per search that the final re-measure adds: "
+                    "the winners of the nearest problems with the same heads, head dim, mask and dtype (0: none)")
     ap.add_argument("--trials-per-gpu", type=int, default=None, help="trials in flight per GPU; their compiles run "
                     "ahead, so it bounds how far compilation gets ahead of the GPU (default 16 with a GPU, 3 without)")
     ap.add_argument("--num-cpus", type=int, default=None, help="CPUs of the embedded local cluster")
@@ -78,6 +81,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         raise SweepUsageError(f"--rungs must be comma-separated milliseconds, got {args.rungs!r}") from None
     if not args.rungs_ms or any(r <= 0 for r in args.rungs_ms):
         raise SweepUsageError(f"--rungs must be positive milliseconds, got {args.rungs!r}")
+    if args.family_k < 0:
+        raise SweepUsageError(f"--family-k must be >= 0, got {args.family_k}")
     if args.budget is not None and args.budget < 1:
         raise SweepUsageError(f"--budget must be >= 1, got {args.budget}")
     if args.resume and not (args.name or args.out):
@@ -419,7 +424,30 @@ def _baselines(actors, searches, prov, name, *, resume: bool, out: Path) -> list
     return rows
 
 
+def _family(problem: dict) -> tuple:
+    """Problems whose kernels differ only in sizes (batch, sequence lengths): one family shares good configs."""
+    return tuple(problem.get(k) for k in ("hq", "hkv", "head_dim", "causal", "dtype", "varlen"))
+
+
+def _nearest_siblings(s, searches) -> list:
+    """The other searches of s's accelerator type and problem family, nearest sequence length first (then nearest
+    token count)."""
+    def dist(o) -> tuple:
+        q, oq = s.problem, o.problem
+        return (abs(math.log2(q["seqlen_q"] / oq["seqlen_q"])),
+                abs(math.log2(q["batch"] * q["seqlen_q"] / (oq["batch"] * oq["seqlen_q"]))), o.key)
+    same = [o for o in searches if o is not s and o.accel == s.accel and _family(o.problem) == _family(s.problem)]
+    return sorted(same, key=dist)
+
+
 def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
+    """Each search's top `--top-k` configs by their rungs, plus the winners of its `--family-k` nearest sibling
+    searches that it did not measure, re-measured with `--final-rep-ms` of runs on one GPU; the winner comes from
+    these. Searches of one family climb to the same few configs, but a budget of 24-30 trials over the Hopper space
+    does not always get there: in run 10's bf16 grid, D=256 full S=16384 stopped at 440 TFLOP/s on 64x32 tiles
+    while S=8192 had found 531 on 128x64 with 8 warps, late in both searches, too late to pass it on during the
+    sweep. Their binaries are shared (sizes are not specialized on), so the extra candidates cost runs, not
+    compiles."""
     import ray
 
     from raytune_attn import results
@@ -427,32 +455,46 @@ def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
     n_rungs = len(args.rungs_ms)
     jobs = []
     searches = list(by_key.values())
-    for s, act in zip(searches, _actor_per_search(actors, searches), strict=True):
+    ranked = {}
+    for s in searches:
         # Candidates include trials that early stopping ended: a rung of a few runs is noisy, and a config stopped
         # on one unlucky rung may still be the best; the longer re-measure decides.
         mine = [r for r in rows if r["kind"] == "trial" and r["status"] in ("ok", "stopped") and r.get("tflops")
                 and _problem(s.problem).key == r["problem_key"]
                 and str(r["accelerator_type"]) == s.accel]
         mine.sort(key=lambda r: -float(r["tflops"]))
+        ranked[s.key] = mine
+    cfg_key = lambda r: json.dumps(results.row_config(r), sort_keys=True)  # noqa: E731
+    for n, (s, act) in enumerate(zip(searches, _actor_per_search(actors, searches), strict=True)):
+        measured = {cfg_key(r) for r in rows if r["kind"] == "trial" and r["problem_key"] == _problem(s.problem).key
+                    and str(r["accelerator_type"]) == s.accel}
+        family = []
+        for o in _nearest_siblings(s, searches)[: args.family_k]:
+            win = ranked[o.key][0] if ranked[o.key] else None
+            if win is not None and cfg_key(win) not in measured | {cfg_key(r) for _, r in family}:
+                family.append((o, win))
         # One search's candidates are all re-measured on the same GPU: the winner is picked by comparing their
         # latencies, and two GPUs of one type differ by a few percent (clocks, a neighbour's heat), as much as
         # the candidates do. Searches, not candidates, are spread over the GPUs.
-        for r in mine[: args.top_k]:
+        for origin, r in [(None, r) for r in ranked[s.key][: args.top_k]] + family:
             cfg = results.row_config(r)
-            jobs.append((s, r, cfg, act.run.remote(s.problem, cfg, n_rungs + 1, args.final_rep_ms, True)))
+            jobs.append((s, r, origin, n, cfg, act.run.remote(s.problem, cfg, n_rungs + 1, args.final_rep_ms, True)))
     out = []
-    for s, r, cfg, f in jobs:
+    for s, r, origin, n, cfg, f in jobs:
         try:
             m = ray.get(f)
         except Exception as e:  # noqa: BLE001 - the actor died: the config keeps its rung results
             m = {"status": "error", "reason": f"final re-measure failed: {type(e).__name__}"}
         if m.get("status") != "ok":
             continue
-        out.append(results.trial_row(s.problem, cfg, {
-            "status": "ok", "reason": "final re-measure", "rung": n_rungs + 1, "tflops": m["tflops"],
-            "latency_ms": m["latency_ms"], "bench_s": m.get("bench_s"), "compile_s": r.get("compile_s"),
-            "timestamp": time.time(), "final_of": r["trial_id"], "gpu": m.get("gpu")}, prov[s.accel],
-            trial_id=f"{r['trial_id']}-final", **meta))
+        metrics = {"status": "ok", "reason": "final re-measure", "rung": n_rungs + 1, "tflops": m["tflops"],
+                   "latency_ms": m["latency_ms"], "bench_s": m.get("bench_s"), "compile_s": r.get("compile_s"),
+                   "timestamp": time.time(), "final_of": r["trial_id"], "gpu": m.get("gpu")}
+        tid = f"{r['trial_id']}-final"
+        if origin is not None:  # a sibling's winner: its trial id names the config, this search's index the row
+            metrics.update(reason=f"final re-measure of the winner of {origin.key}", family_of=origin.key)
+            tid = f"{r['trial_id']}-for{n}-final"
+        out.append(results.trial_row(s.problem, cfg, metrics, prov[s.accel], trial_id=tid, **meta))
     return out
 
 
