@@ -144,16 +144,23 @@ class CompilePool:
         conn.close()
         self._procs[i] = self._spawn()
 
-    def close(self):
+    def request_stop(self) -> None:
+        """Ask each worker to exit once its current compile is done (close() then waits for them)."""
         for _, conn in self._procs:
             try:
                 conn.send(None)
             except (BrokenPipeError, OSError):
                 pass
+
+    def close(self, timeout_s: float = 5.0):
+        """Stop the workers: each gets until `timeout_s` from now to finish its compile, then is killed."""
+        self.request_stop()
+        deadline = time.monotonic() + timeout_s
         for proc, conn in self._procs:
-            proc.join(5)
+            proc.join(max(0.0, deadline - time.monotonic()))
             if proc.is_alive():
                 proc.kill()
+                proc.join(1)
             conn.close()
         self._procs = []
 

@@ -1,4 +1,6 @@
-"""The compile pool: results for good and bad configs, and the per-compile time limit."""
+"""The compile pool: results for good and bad configs, the per-compile time limit, closing busy workers."""
+
+import time
 
 from raytune_attn.compile_pool import CompilePool
 from raytune_attn.problem import Problem
@@ -24,3 +26,19 @@ def test_time_limit_kills_and_replaces_worker():
         assert [r.status for r in results] == ["invalid", "invalid"]
         assert all("exceeded" in r.reason for r in results)
         assert all(proc.is_alive() for proc, _ in pool._procs)
+
+
+def test_compile_actor_closes_busy_workers_in_one_shared_grace_period():
+    """Six pools whose workers are busy (a fresh worker first imports torch for seconds): closing them all takes
+    one grace period, not one per pool, and leaves no worker alive."""
+    from raytune_attn.sweep.actors import _Compiler
+
+    comp = _Compiler(workers=6, timeout_s=60)
+    for pool in comp._all:
+        pool._procs.append(pool._spawn())
+        pool._procs[0][1].send((P.to_dict(), {"BLOCK_M": 16}))
+    procs = [proc for pool in comp._all for proc, _ in pool._procs]
+    t0 = time.monotonic()
+    comp.close(grace_s=0.5)
+    assert time.monotonic() - t0 < 2.0  # one after another: at least 6 x 0.5 s
+    assert not any(p.is_alive() for p in procs)

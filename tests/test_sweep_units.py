@@ -281,6 +281,7 @@ def test_pre_started_search_hosts_serve_the_searches_in_order():
         s = _sweep()
         s.remote, s.hosts = True, list(hosts)
         s.start()
+        assert s.wait_ready(timeout_s=60) == 0 and all(x.pending[1].ready() for x in s.searches.values())
         got: dict[str, list] = {"CPU/0": [], "CPU/1": []}
         deadline = time.time() + 60
         while sum(map(len, got.values())) < 4 and time.time() < deadline:

@@ -5,6 +5,10 @@
 #               started beside the GPU actors, SDPA's baselines after the final re-measure) on one GPU, then on two,
 #               on copies of one precompiled Triton cache at equal per-search concurrency; then, on one GPU, the
 #               rung's host-side steps before and after SDPA's baselines in one process (baseline_pollution.py).
+#   PART=scale2 (nvidia-h200-x2) after PART=scale (1.45x; both sweeps' first trial 11-13 s after Tune started, the
+#               same with the search actors started early): Tune now starts once every search has its first
+#               suggestion, and the compile actor closes its workers at once; both sweeps with the same flags
+#               (--trials-per-gpu 48 per GPU), two GPUs first.
 #   PART=espair (nvidia-h200-x2) early stopping alone, with the final re-measure this time: the random searcher
 #               (same seeds, so the same configs) with ASHA on GPU 0 and with FIFO on GPU 1 at the same time, each
 #               on its own cold Triton cache with 15 compile processes (run 10 call 4 ran them one after the other
@@ -21,6 +25,10 @@ case $PART in
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu 130 --compile-workers 31
     TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout 120 python3 \
       docs/benchmarks/baseline_pollution.py --out "$OUT/pollution.json" 2>&1 | tail -20 | tee "$OUT/pollution.log" ;;
+  scale2)
+    precompile 150 llama-2gpu-same llama-1gpu-same
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-same 140 --compile-workers 31 --trials-per-gpu 48
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-same 170 --compile-workers 31 --trials-per-gpu 48 ;;
   espair)
     CUDA_VISIBLE_DEVICES=0 llama llama-rand-asha 420 --searcher random --compile-workers 15 &
     CUDA_VISIBLE_DEVICES=1 llama llama-rand-fifo 420 --searcher random --compile-workers 15 --no-early-stop &

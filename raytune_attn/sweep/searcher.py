@@ -217,6 +217,17 @@ class SweepSearcher(StatefulSearcher):
             if self._open(s) and s.pending is None:
                 self._ask(s)
 
+    def wait_ready(self, timeout_s: float) -> int:
+        """Wait until every search's first suggestion (asked by `start`) is computed, or `timeout_s`; returns how
+        many are still computing (Tune skips those until they are)."""
+        refs = [s.pending[1].ref for s in self.searches.values() if s.pending and isinstance(s.pending[1], _Pending)]
+        if not refs:
+            return 0
+        import ray
+
+        ready, rest = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
+        return len(rest)
+
     def _done(self) -> bool:
         return all(s.finished or s.suggested >= s.budget for s in self.searches.values())
 
