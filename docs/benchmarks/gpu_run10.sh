@@ -7,7 +7,7 @@
 #   PART=diag   (nvidia-h200-x2) after call 1 (PART=warm: two GPUs 1.08x, their rungs ~25 ms longer each): the same
 #               precompiled cache, two GPUs with and without the searches' speculative compiles
 #               (RAYTUNE_ATTN_NO_SPECULATION=1), then one GPU, each actor's rung time split by step (phase_s).
-#   PART=ab     (nvidia-h200-x2; prepared after call 2, not run) which change took two GPUs from run 9's 1.41x to
+#   PART=ab     (nvidia-h200-x2; call 5: the last sweep was cut by the call's limit) which change took two GPUs from run 9's 1.41x to
 #               call 1-2's 1.0-1.08x: on the precompiled cache, two GPUs without baselines at DEPTH 2 and at DEPTH 1
 #               (RAYTUNE_ATTN_BROKER_DEPTH=1), then with baselines at DEPTH 1; last, one GPU without baselines at
 #               DEPTH 2 (the same run's one-GPU reference).
