@@ -282,8 +282,8 @@ def run(args) -> dict:
             if design or speculative:
                 print(f"[tune] compiling ahead: {design} initial-design configs, then {speculative} of their "
                       "neighbours while no trial waits for a compile", flush=True)
-            # Tune starts once every search has its first suggestion: from Tune's start, a search actor's start
-            # would otherwise be the sweep's (11-13 s to the first trial on an H200 host, run 11).
+            # Tune starts once every search has its first suggestion, so that no first trial waits on a search
+            # actor (run 11: ready 0.2 s after the GPU actors).
             t_ready = time.time()
             waiting = searcher.wait_ready(timeout_s=300)
             print(f"[tune] search actors ready in {time.time() - t_ready:.1f} s"
@@ -355,8 +355,8 @@ def run(args) -> dict:
         # Baselines (PyTorch SDPA's backends) last, once per search, spread over the type's actors. Measured before
         # the sweep, they slowed it: in mid-sweep two GPUs ran 11 configs/s after them and 16-19 without, one GPU
         # 8.3 against 10.7, each rung's host-side steps (launches, graph replays) taking 2-5x longer (run 10 call 5,
-        # run 11). A process that ran them alone timed its rungs as fast after as before (baseline_pollution.py),
-        # so the cause lies in how the sweep started after them, not pinned down.
+        # run 11). A process that ran them alone timed its rungs as fast after as before (baseline_pollution.py):
+        # the cause is not that process state alone, and is not pinned down.
         base_rows = [] if args.no_baselines else _baselines(actors, searches, prov, name, resume=args.resume,
                                                             out=out)
         all_rows = rows + final_rows + base_rows
