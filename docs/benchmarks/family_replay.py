@@ -4,7 +4,7 @@ Each key of a family (the Llama-3-8B prefill set: one kernel, 15 sizes) gets its
 as in a sweep (seed + the key's index, the length-aware start, 4 configs in flight), driven on that key's
 exhaustive landscape (replay.run_searcher). A key's result is the landscape value of the best config its search
 measured, and with `--family-k K` the best of that and of the winners of its K nearest sibling searches (nearest
-sequence length first, then token count, as driver._nearest_siblings), valued on this key's landscape. Prints, per
+sequence length first, then token count: driver._nearest_siblings), valued on this key's landscape. Prints, per
 budget, the keys within 2% of their landscape's best (median over seeds, and the worst seed); writes a CSV.
 
     python docs/benchmarks/family_replay.py docs/benchmarks/h200/run7/llama_exhaustive_x4_nosync.parquet \
@@ -15,30 +15,16 @@ from __future__ import annotations
 
 import argparse
 import math
-import re
 
 import numpy as np
 import pandas as pd
 
+from raytune_attn.problem import Problem
 from raytune_attn.search import make_searcher
 from raytune_attn.search.landscape import load_landscape, read_table
 from raytune_attn.search.replay import run_searcher
-
-KEY = re.compile(r"b(\d+)-hq\d+-hkv\d+-sq(\d+)-sk(\d+)-d(\d+)")
-
-
-def _sizes(key: str) -> tuple[int, int, int, int]:
-    b, sq, sk, d = (int(x) for x in KEY.search(key).groups())
-    return b, sq, sk, d
-
-
-def _nearest(key: str, keys: list[str], k: int) -> list[str]:
-    b, sq, _, _ = _sizes(key)
-
-    def dist(o: str) -> tuple:
-        ob, osq, _, _ = _sizes(o)
-        return abs(math.log2(sq / osq)), abs(math.log2(b * sq / (ob * osq))), o
-    return sorted((o for o in keys if o != key), key=dist)[:k]
+from raytune_attn.sweep.driver import _nearest_siblings
+from raytune_attn.sweep.searcher import Search
 
 
 def main() -> None:
@@ -51,15 +37,21 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     a = ap.parse_args()
 
-    keys = sorted(read_table(a.landscape)["problem_key"].unique(), key=lambda k: (_sizes(k)[1], _sizes(k)[0]))
+    problems = sorted((Problem.from_key(k) for k in read_table(a.landscape)["problem_key"].unique()),
+                      key=lambda p: (p.seqlen_q, p.batch))
+    keys = [p.key for p in problems]
     lands = {k: load_landscape(a.landscape, select={"problem_key": k}) for k in keys}
+    # The sweep's own choice of siblings (driver._nearest_siblings), on stand-in searches of one accelerator type.
+    stand_ins = [Search(p.key, "GPU", p.to_dict(), None, budget=1, max_concurrent=1) for p in problems]
+    nearest = {s.key: [o.key for o in _nearest_siblings(s, stand_ins)[: a.family_k]] for s in stand_ins}
     rows = []
     for budget in a.budgets:
         for seed in range(a.seeds):
             found = {}
-            for n, k in enumerate(keys):
-                _, sq, sk, d = _sizes(k)
-                s = make_searcher("gp", lands[k].space, seed=seed * 100 + n, head_dim=d, seqlen_q=sq, seqlen_k=sk)
+            for n, p in enumerate(problems):
+                k = p.key
+                s = make_searcher("gp", lands[k].space, seed=seed * 100 + n, head_dim=p.head_dim,
+                                  seqlen_q=p.seqlen_q, seqlen_k=p.seqlen_k)
                 run = run_searcher(s, lands[k], budget, concurrency=a.concurrency)
                 vals = [lands[k].value(c) for c in run.configs]
                 ok = [(v, c) for v, c in zip(vals, run.configs, strict=True) if np.isfinite(v)]
@@ -68,7 +60,7 @@ def main() -> None:
                 own = found[k][0]
                 # A sibling's winner that this key's table lacks (not measured for these sizes) adds nothing.
                 sib = [lands[k].values.get(lands[k].space.key(found[o][1]), math.nan)
-                       for o in _nearest(k, keys, a.family_k) if found[o][1] is not None]
+                       for o in nearest[k] if found[o][1] is not None]
                 fam = max([own, *[v for v in sib if np.isfinite(v)]])
                 best = lands[k].best
                 rows.append({"budget": budget, "seed": seed, "problem_key": k, "own": own / best, "family": fam / best})
