@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Eleventh run (call 1 ran PART=scale, call 2 PART=scale2; ramp and espair are prepared, not run). Each PART is one
-# device call of at most 10 minutes.
+# Eleventh run (call 1 ran PART=scale, call 2 PART=scale2; ramp and espair did not run here: gpu_run12.sh runs
+# them). Each PART is one device call of at most 10 minutes.
 #   PART=scale  (nvidia-h200-x2) after run 10's call 5 (PART=ab: the baselines measured before the sweep, not the
 #               two-rung queue, halved two GPUs' mid-sweep rate): the sweep as it now runs by default (search actors
 #               started beside the GPU actors, SDPA's baselines after the final re-measure) on one GPU, then on two,
