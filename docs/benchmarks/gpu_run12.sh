@@ -4,6 +4,9 @@
 #               trial 8.6-11.4 s after its start: 48-96 trial processes starting at once): the sweep now starts
 #               2 trials per GPU and 2 more per trial that has reported; on copies of one precompiled Triton cache,
 #               one GPU, then two, with the same flags, then two GPUs with --no-ramp.
+#   PART=ramp2  (nvidia-h200-x2) after PART=ramp (call 1: the two-GPU ramp sweep was cut by its time limit during
+#               its final re-measure; the one after it ran at half run 11's rate): two GPUs without, then with the
+#               ramp, then one GPU with it, each sweep started on a machine cleared of the last one's processes.
 #   PART=espair (nvidia-h200-x2) early stopping alone, with the final re-measure this time: the random searcher
 #               (same seeds, so the same configs) with ASHA on GPU 0 and with FIFO on GPU 1 at the same time, each
 #               on its own cold Triton cache with 15 compile processes (run 10 call 4 ran them one after the other
@@ -16,6 +19,10 @@
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run12.sh
 RUN=run12 PART=${PART:-ramp}
 source docs/benchmarks/gpu_lib.sh
+clear_host() {  # what a sweep cut by its time limit leaves: Ray's processes and the compile pool's workers
+  python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1; pkill -9 -f multiprocessing.spawn; sleep 2
+  echo "python processes left: $(pgrep -c python3)"
+}
 
 case $PART in
   ramp)
@@ -24,6 +31,15 @@ case $PART in
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-ramp 110 --compile-workers 31 --trials-per-gpu 48
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-noramp 110 --compile-workers 31 --trials-per-gpu 48 \
       --no-ramp ;;
+  ramp2)
+    precompile 150 llama-2gpu-noramp2 llama-2gpu-ramp2 llama-1gpu-ramp2
+    clear_host
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-noramp2 140 --compile-workers 31 --trials-per-gpu 48 \
+      --no-ramp
+    clear_host
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-ramp2 140 --compile-workers 31 --trials-per-gpu 48
+    clear_host
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-ramp2 150 --compile-workers 31 --trials-per-gpu 48 ;;
   espair)
     CUDA_VISIBLE_DEVICES=0 llama llama-rand-asha 400 --searcher random --compile-workers 15 &
     CUDA_VISIBLE_DEVICES=1 llama llama-rand-fifo 400 --searcher random --compile-workers 15 --no-early-stop &
