@@ -42,19 +42,6 @@ def test_sweep_searcher_interleaves_and_limits():
     assert s.suggest("t7") == Searcher.FINISHED  # budget 3 per search reached
 
 
-def test_ramp_starts_few_trials_then_two_more_per_trial_that_reported():
-    s = _sweep(budget=10, conc=10)
-    s.ramp = 2
-    assert [bool(s.suggest(f"t{i}")) for i in range(3)] == [True, True, False]  # 2 in flight, none reported
-    s.on_trial_result("t0", {"rung": 1, "tflops": 1.0})
-    assert [bool(s.suggest(f"u{i}")) for i in range(3)] == [True, True, False]  # 2 + 2 x 1
-    s.on_trial_complete("t1", {"status": "invalid", "tflops": 0.0})  # ended before a rung: its process was up
-    # 2 + 2 x 2 allowed, 3 in flight
-    assert [bool(s.suggest(f"v{i}")) for i in range(4)] == [True, True, True, False]
-    s.ramp = None
-    assert all(s.suggest(f"w{i}") for i in range(4))  # no ramp: up to each search's own limit
-
-
 def test_sweep_searcher_state_roundtrip(tmp_path):
     s = _sweep()
     cfgs = {f"t{i}": s.suggest(f"t{i}") for i in range(3)}

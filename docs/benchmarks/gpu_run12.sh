@@ -12,6 +12,9 @@
 #               on its own cold Triton cache with 15 compile processes (run 10 call 4 ran them one after the other
 #               and both hit their limits before the re-measure); then both sweeps' winners timed against each
 #               other on GPU 0 (es_winners.py).
+#   PART=d256   (nvidia-h200) the D=256 half of issue 7's bf16 grid (12 cells) as run 10 call 3 ran it (GP, budget
+#               24, Hopper space, cold cache), with --family-k 2: run 10's D=256 S=16384 stopped at 440 TFLOP/s where
+#               S=8192 found 531. Fits the session's last minutes of device time, where the whole grid did not.
 #   PART=grid   (nvidia-h200) issue 7's bf16 grid as run 10 call 3 (GP, budget 24, Hopper space, cold cache), now
 #               with the final re-measure's sibling winners (--family-k 2, the default) and the baselines after it.
 #   PART=grid16 (nvidia-h200) the same on the fp16 grid.
@@ -49,6 +52,12 @@ case $PART in
     TRITON_CACHE_DIR=/tmp/triton-llama-rand-asha CUDA_VISIBLE_DEVICES=0 timeout 120 python3 \
       docs/benchmarks/es_winners.py /tmp/llama-rand-asha/best_configs.json /tmp/llama-rand-fifo/best_configs.json \
       --out "$OUT/es_winners.csv" 2>&1 | tail -20 | tee "$OUT/es_winners.txt" ;;
+  d256)
+    python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/grid_bf16.yaml')); \
+d['problems'] = [p for p in d['problems'] if p['head_dim'] == 256]; d['name'] = 'grid_bf16_d256'; \
+yaml.safe_dump(d, open('/tmp/grid_bf16_d256.yaml', 'w'))"
+    sweep grid-bf16-d256 270 /tmp/grid_bf16_d256.yaml --searcher gp --budget 24 --trials-per-gpu 24 \
+      --compile-workers 15 --space search_spaces/nvidia/sm90.yaml ;;
   grid)
     sweep grid-bf16 540 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
   grid16)

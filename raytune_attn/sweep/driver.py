@@ -68,9 +68,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "the winners of the nearest problems with the same heads, head dim, mask and dtype (0: none)")
     ap.add_argument("--trials-per-gpu", type=int, default=None, help="trials in flight per GPU; their compiles run "
                     "ahead, so it bounds how far compilation gets ahead of the GPU (default 16 with a GPU, 3 without)")
-    ap.add_argument("--no-ramp", action="store_true", help="start every trial in flight at once (default: 2 per "
-                    "GPU, at least 4, then 2 more per trial that has reported, so the first trials' processes do "
-                    "not share the host's cores with all the others)")
     ap.add_argument("--num-cpus", type=int, default=None, help="CPUs of the embedded local cluster")
     ap.add_argument("--cpu-actors", type=int, default=1, help="benchmark actors without a GPU (interpreter)")
     return ap
@@ -272,8 +269,7 @@ def run(args) -> dict:
                 handles[s.key] = tracker.start_search(s.accel, _problem(s.problem), prov[s.accel],
                                                       settings)
         searcher = None if args.resume else SweepSearcher(
-            searches, spec, remote=True, speculators=prefetch.speculators(searches, compilers, groups), hosts=hosts,
-            ramp=None if args.no_ramp else max(4, 2 * sum(len(a) for a in actors.values())))
+            searches, spec, remote=True, speculators=prefetch.speculators(searches, compilers, groups), hosts=hosts)
         if searcher is not None:
             # While Tune starts: compile the searches' initial designs and their neighbourhoods on every node
             # (prefetch.py), and ask each search actor for its first suggestion.

@@ -165,17 +165,8 @@ class SweepSearcher(StatefulSearcher):
     `remote=False` runs them in this process, each call at once."""
 
     def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max",
-                 remote: bool = False, speculators: dict | None = None, hosts: list | None = None,
-                 ramp: int | None = None):
+                 remote: bool = False, speculators: dict | None = None, hosts: list | None = None):
         super().__init__(metric=metric, mode=mode)
-        # Trials in flight at the start: `ramp`, then 2 more for each trial that has reported (its process is up).
-        # Each trial of Tune's starts a process (Ray worker, Ray Tune's imports); started all at once they share
-        # the host's cores and the first one runs late: on 2 cores, a toy trainable's first trial started 2.8 s
-        # after fit() with 4 in flight and 34 s with 48; on an H200 host the sweep's first trial came 8-11 s
-        # after fit() with 48-96 in flight (run 11). Ended trials' processes are reused (reuse_actors=True), so
-        # only the start is limited. None: no ramp.
-        self.ramp = ramp
-        self.reported: set[str] = set()
         self.hosts = list(hosts or [])  # pre-started SearchHost actors (start_hosts), taken one per search
         self.speculators = dict(speculators or {})  # search key -> prefetch.Speculator (remote hosts only)
         self.searches = {s.key: s for s in searches}
@@ -239,14 +230,9 @@ class SweepSearcher(StatefulSearcher):
     def _done(self) -> bool:
         return all(s.finished or s.suggested >= s.budget for s in self.searches.values())
 
-    def _in_flight(self) -> int:
-        return sum(len(s.live) for s in self.searches.values())
-
     def suggest(self, trial_id: str):
         if self._done():
             return Searcher.FINISHED
-        if self.ramp is not None and self._in_flight() >= self.ramp + 2 * len(self.reported):
-            return None  # ramping up: wait for the trials started so far to report
         # Searches of one accelerator type share its GPUs: hand out in turn, one suggestion at a time, so that
         # each search keeps at most its own share of trials in flight (a search's concurrency is its GPUs' share).
         n = len(self.order)
@@ -280,8 +266,7 @@ class SweepSearcher(StatefulSearcher):
         return None
 
     def on_trial_result(self, trial_id: str, result: dict) -> None:
-        if self.ramp is not None:
-            self.reported.add(trial_id)
+        pass
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         key = self.trial_search.get(trial_id)
@@ -293,8 +278,6 @@ class SweepSearcher(StatefulSearcher):
         if trial_id in s.live:
             s.live.discard(trial_id)
             s.completed += 1
-            if self.ramp is not None:
-                self.reported.add(trial_id)  # a trial that failed before its first rung also had its process up
         inner = dict(result or {})
         if isinstance(inner.get("config"), dict) and "config" in inner["config"]:
             inner["config"] = inner["config"]["config"]
