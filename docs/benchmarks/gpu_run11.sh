@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Eleventh run (call 1 ran PART=scale, call 2 PART=scale2; ramp and espair did not run here: gpu_run12.sh runs
-# them). Each PART is one device call of at most 10 minutes.
+# Eleventh run (call 1 ran PART=scale, call 2 PART=scale2; the ramp and early-stopping parts prepared here ran as
+# gpu_run12.sh's). Each PART is one device call of at most 10 minutes.
 #   PART=scale  (nvidia-h200-x2) after run 10's call 5 (PART=ab: the baselines measured before the sweep, not the
 #               two-rung queue, halved two GPUs' mid-sweep rate): the sweep as it now runs by default (search actors
 #               started beside the GPU actors, SDPA's baselines after the final re-measure) on one GPU, then on two,
@@ -10,13 +10,6 @@
 #               same with the search actors started early): Tune now starts once every search has its first
 #               suggestion, and the compile actor closes its workers at once; both sweeps with the same flags
 #               (--trials-per-gpu 48 per GPU), two GPUs first.
-#   PART=ramp   (nvidia-h200-x2; prepared, not run) after PART=scale2 (Tune's first trial 8.6-11.4 s after its start:
-#               48-96 trial processes starting at once): the sweep now starts 2 trials per GPU and 2 more per trial
-#               that has reported; one GPU, then two, with the same flags, then two GPUs with --no-ramp.
-#   PART=espair (nvidia-h200-x2) early stopping alone, with the final re-measure this time: the random searcher
-#               (same seeds, so the same configs) with ASHA on GPU 0 and with FIFO on GPU 1 at the same time, each
-#               on its own cold Triton cache with 15 compile processes (run 10 call 4 ran them one after the other
-#               and both hit their limits before the re-measure).
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run11.sh
 RUN=run11 PART=${PART:-scale}
@@ -33,16 +26,4 @@ case $PART in
     precompile 150 llama-2gpu-same llama-1gpu-same
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-same 140 --compile-workers 31 --trials-per-gpu 48
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-same 170 --compile-workers 31 --trials-per-gpu 48 ;;
-  ramp)
-    precompile 150 llama-1gpu-ramp llama-2gpu-ramp llama-2gpu-noramp
-    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu-ramp 150 --compile-workers 31 --trials-per-gpu 48
-    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-ramp 120 --compile-workers 31 --trials-per-gpu 48
-    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu-noramp 120 --compile-workers 31 --trials-per-gpu 48 \
-      --no-ramp ;;
-  espair)
-    CUDA_VISIBLE_DEVICES=0 llama llama-rand-asha 420 --searcher random --compile-workers 15 &
-    CUDA_VISIBLE_DEVICES=1 llama llama-rand-fifo 420 --searcher random --compile-workers 15 --no-early-stop &
-    wait
-    python3 docs/benchmarks/early_stop_pair.py /tmp/llama-rand-asha/trials.parquet /tmp/llama-rand-fifo/trials.parquet \
-      | tee "$OUT/early_stop_pair.txt" ;;
 esac

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Twelfth run: what run 11 left prepared. Each PART is one device call of at most 10 minutes.
+# Twelfth run: what run 11 left prepared. Calls 1-4 ran PART=ramp, espair, ramp2, d256 (grid and grid16 are
+# prepared, not run). Each PART is one device call of at most 10 minutes. The ramp parts' --no-ramp flag was removed
+# with the ramp after call 3: they run only from the commits named in docs/benchmarks/README.md (run 12).
 #   PART=ramp   (nvidia-h200-x2) after run 11 (two GPUs 1.35-1.45x end to end, 1.76-2.2x mid-sweep; Tune's first
 #               trial 8.6-11.4 s after its start: 48-96 trial processes starting at once): the sweep now starts
 #               2 trials per GPU and 2 more per trial that has reported; on copies of one precompiled Triton cache,
