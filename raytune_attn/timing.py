@@ -108,12 +108,16 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()  # larger than L2
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def one_run() -> float:
+    def queue_run(run, start, end) -> None:
+        """A timed run as every run is timed: L2 flushed, then the spin, then the events around the run."""
         cache.zero_()
         torch.cuda._sleep(SPIN_CYCLES)
-        a.record()
-        fn()
-        b.record()
+        start.record()
+        run()
+        end.record()
+
+    def one_run() -> float:
+        queue_run(fn, a, b)
         torch.cuda.synchronize()
         return a.elapsed_time(b)
 
@@ -159,11 +163,7 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for s, e in zip(starts, ends, strict=True):
-        cache.zero_()
-        torch.cuda._sleep(SPIN_CYCLES)
-        s.record()
-        fn()
-        e.record()
+        queue_run(fn, s, e)
     lap("queue")
     torch.cuda.synchronize()
     lap("wait")

@@ -25,13 +25,13 @@ def main() -> None:
     ap.add_argument("--top-k", type=int, default=4)
     args = ap.parse_args()
     a, f = (pd.read_parquet(p) for p in (args.asha, args.fifo))
+    a, f = (d[d.kind == "trial"] for d in (a, f))
+    fin_a, fin_f = (d.trial_id.astype(str).str.endswith("-final") for d in (a, f))
     # Everything each sweep timed on its GPU: the search's rungs and, where it ran, the final re-measure.
-    for name, d in (("ASHA", a), ("FIFO", f)):
-        t = d[d.kind == "trial"]
-        fin = t.trial_id.astype(str).str.endswith("-final")
+    for name, t, fin in (("ASHA", a, fin_a), ("FIFO", f, fin_f)):
         print(f"{name}: rung GPU seconds {t[~fin].bench_s.sum():.1f} over {(~fin).sum()} trials, "
               f"final re-measure {t[fin].bench_s.sum():.1f} over {fin.sum()} configs")
-    a, f = (d[(d.kind == "trial") & ~d.trial_id.astype(str).str.endswith("-final")].copy() for d in (a, f))
+    a, f = a[~fin_a].copy(), f[~fin_f].copy()
     for d in (a, f):
         d["cfg"] = d[KNOBS].astype(str).agg("/".join, axis=1)
     c = a.merge(f, on=["problem_key", "cfg"], suffixes=("_a", "_f"))

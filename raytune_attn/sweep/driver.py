@@ -462,23 +462,22 @@ def _remeasure(actors, by_key, rows, prov, meta, args) -> list[dict]:
     n_rungs = len(args.rungs_ms)
     jobs = []
     searches = list(by_key.values())
-    ranked = {}
+    cfg_key = lambda r: json.dumps(results.row_config(r), sort_keys=True)  # noqa: E731
+    ranked, measured = {}, {}
     for s in searches:
+        key = _problem(s.problem).key
+        own = [r for r in rows
+               if r["kind"] == "trial" and r["problem_key"] == key and str(r["accelerator_type"]) == s.accel]
+        measured[s.key] = {cfg_key(r) for r in own}
         # Candidates include trials that early stopping ended: a rung of a few runs is noisy, and a config stopped
         # on one unlucky rung may still be the best; the longer re-measure decides.
-        mine = [r for r in rows if r["kind"] == "trial" and r["status"] in ("ok", "stopped") and r.get("tflops")
-                and _problem(s.problem).key == r["problem_key"]
-                and str(r["accelerator_type"]) == s.accel]
-        mine.sort(key=lambda r: -float(r["tflops"]))
-        ranked[s.key] = mine
-    cfg_key = lambda r: json.dumps(results.row_config(r), sort_keys=True)  # noqa: E731
+        ranked[s.key] = sorted((r for r in own if r["status"] in ("ok", "stopped") and r.get("tflops")),
+                               key=lambda r: -float(r["tflops"]))
     for n, (s, act) in enumerate(zip(searches, _actor_per_search(actors, searches), strict=True)):
-        measured = {cfg_key(r) for r in rows if r["kind"] == "trial" and r["problem_key"] == _problem(s.problem).key
-                    and str(r["accelerator_type"]) == s.accel}
         family = []
         for o in _nearest_siblings(s, searches)[: args.family_k]:
             win = ranked[o.key][0] if ranked[o.key] else None
-            if win is not None and cfg_key(win) not in measured | {cfg_key(r) for _, r in family}:
+            if win is not None and cfg_key(win) not in measured[s.key] | {cfg_key(r) for _, r in family}:
                 family.append((o, win))
         # One search's candidates are all re-measured on the same GPU: the winner is picked by comparing their
         # latencies, and two GPUs of one type differ by a few percent (clocks, a neighbour's heat), as much as
