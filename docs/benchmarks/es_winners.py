@@ -53,6 +53,8 @@ def main() -> int:
     missing = sorted(set(wins[0]) ^ set(wins[1]))
     if missing:
         print(f"keys named by one sweep only (skipped): {missing}")
+    if not keys:
+        raise SystemExit(f"{a.a} and {a.b} name no problem key in common: nothing to compare")
     rows = []
     for key in keys:
         p = Problem.from_key(key)
