@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Thirteenth run. Each PART is one device call of at most 10 minutes (one H200 unless said).
+#   PART=land256 the D=256 landscape that replay lacked: every config of docs/benchmarks/d256_space.yaml (208: tiles,
+#                warps, stages, TMA) on 4 cells of issue 7's bf16 grid (full S 4096 and 16384, which share their
+#                binaries; causal S 2048 and 8192), 15 compile processes, cold cache, 20 ms of timed runs a config.
+# Run from a snapshot of the commit (git archive HEAD):
+#   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
+RUN=run13 PART=${PART:-land256}
+source docs/benchmarks/gpu_lib.sh
+
+case $PART in
+  land256)
+    TRITON_CACHE_DIR=/tmp/triton-land256 timeout 530 python3 -m raytune_attn.exhaustive --resume \
+      --space docs/benchmarks/d256_space.yaml --out "$OUT/d256_landscape.parquet" --rep-ms 20 --timeout-s 60 \
+      --workers 15 --problem dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16 \
+      --problem dense-b1-hq8-hkv8-sq16384-sk16384-d256-full-bfloat16 \
+      --problem dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16 \
+      --problem dense-b8-hq8-hkv8-sq2048-sk2048-d256-causal-bfloat16 2>&1 | tee "$OUT/d256_landscape.log" \
+      | grep '^{' | cut -c1-400
+    echo "exhaustive rc=${PIPESTATUS[0]}" ;;
+esac
