@@ -3,6 +3,8 @@
 #   PART=land256 the D=256 landscape that replay lacked: every config of docs/benchmarks/d256_space.yaml (208: tiles,
 #                warps, stages, TMA) on 4 cells of issue 7's bf16 grid (full S 4096 and 16384, which share their
 #                binaries; causal S 2048 and 8192), 15 compile processes, cold cache, 20 ms of timed runs a config.
+#   PART=capping the Llama-3-8B prefill GP sweep (study space, budget 30, cold cache, 15 compile processes) with
+#                adaptive capping on two runs over the cap (run 12's FIFO sweep capped 10 configs on one stalled run).
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
 RUN=run13 PART=${PART:-land256}
@@ -18,4 +20,6 @@ case $PART in
       --problem dense-b8-hq8-hkv8-sq2048-sk2048-d256-causal-bfloat16 2>&1 | tee "$OUT/d256_landscape.log" \
       | grep '^{' | cut -c1-400
     echo "exhaustive rc=${PIPESTATUS[0]}" ;;
+  capping)
+    llama llama-capping 480 --compile-workers 15 ;;
 esac
