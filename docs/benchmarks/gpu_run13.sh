@@ -5,6 +5,10 @@
 #                binaries; causal S 2048 and 8192), 15 compile processes, cold cache, 20 ms of timed runs a config.
 #   PART=capping the Llama-3-8B prefill GP sweep (study space, budget 30, cold cache, 15 compile processes) with
 #                adaptive capping on two runs over the cap (run 12's FIFO sweep capped 10 configs on one stalled run).
+#   PART=grid    issue 7's bf16 grid (36 cells) as run 10 call 3 ran it (GP, budget 24, Hopper space, cold cache,
+#                15 compile processes), now with the D=256 default's 4 warps and the scale-up screening (run 13's
+#                D=256 landscape), the sibling winners and the baselines after the sweep.
+#   PART=grid16  the same on the fp16 grid.
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
 RUN=run13 PART=${PART:-land256}
@@ -22,4 +26,8 @@ case $PART in
     echo "exhaustive rc=${PIPESTATUS[0]}" ;;
   capping)
     llama llama-capping 480 --compile-workers 15 ;;
+  grid)
+    sweep grid-bf16 560 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+  grid16)
+    sweep grid-fp16 560 grid_fp16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
 esac

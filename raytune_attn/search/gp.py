@@ -20,9 +20,10 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   (each knob one value up or down; 8 or 9 configs in the study's space), a one-factor-at-a-time screening that
   measures every knob's effect where tuning starts; then (`screen_coupled`) the default's two-knob moves along
   each derived feature (64 rows with 4 warps from 128 with 8; 3-4 configs), which one-knob screening misses when
-  both single moves are worse than the start. Latin-hypercube points in the encoded coordinates, each
-  snapped to the nearest free candidate, make up `n_initial` configs when that is fewer (or when the space lacks
-  the default). Seeded, so deterministic.
+  both single moves are worse than the start; then (`screen_scale`) its scale-up move (tile twice as tall and
+  wide, twice the warps; see SCALE), the three-knob move from the D=256 default to every recorded D=256 best.
+  Latin-hypercube points in the encoded coordinates, each snapped to the nearest free candidate, make up
+  `n_initial` configs when that is fewer (or when the space lacks the default). Seeded, so deterministic.
 * Concurrency: configs in flight are added to the GP as "constant liar" observations (the mean of the observed
   scores), which collapses the posterior variance there, so parallel suggestions spread out.
 * Bounded cost: the kernel hyperparameters (Matern 5/2 with one length scale per input, a constant and a white
@@ -88,6 +89,12 @@ from raytune_attn.search.landscape import Landscape, read_table, table_values
 CACHE_LOAD_S = 0.1  # compile seconds below this are a cache load or a shared build; every cold compile took > 0.3 s
 MIN_COLD_COMPILES = 5  # cold compile times known before the compile-time model is used
 COST_RIDGE = 0.3  # the compile-time model's ridge penalty (inputs in [0, 1])
+# The scale-up move: the program's tile twice as tall and as wide, with twice the warps, so each warp keeps its
+# query rows and does twice the K/V work per step. The default is sized to fit every GPU's shared memory; where a GPU
+# has more, the better configs are often this one move up, three knobs at once. From the D=256 default (64 x 32,
+# 4 warps) it is the best config of every recorded D=256 landscape (128 x 64, 8 warps), while each one- and
+# two-knob step towards it measured worse than the start (docs/search.md, "The scale-up move").
+SCALE = ("BLOCK_M", "BLOCK_N", "num_warps")
 RUNNER_UPS = 3  # likely_next: configs after the pick a sweep compiles ahead (speculative builds cost only idle cores)
 
 
@@ -113,6 +120,7 @@ class GPSearcher(DiscreteSearcher):
         seed_default: bool = True,
         screen_default: bool = True,
         screen_coupled: bool = True,
+        screen_scale: bool = True,
         local_top: int = 3,
         coupled: Sequence[tuple[str, str]] | None = None,
         features: tuple[str, ...] | list[str] = (),
@@ -140,7 +148,7 @@ class GPSearcher(DiscreteSearcher):
         self._cat = np.array([[p.values.index(c[p.name]) for p in self.space.params] for c in self.candidates])
         self.local_every, self.local_knobs = int(local_every), int(local_knobs)
         self.seed_default, self.screen_default, self.head_dim = bool(seed_default), bool(screen_default), int(head_dim)
-        self.screen_coupled = bool(screen_coupled)
+        self.screen_coupled, self.screen_scale = bool(screen_coupled), bool(screen_scale)
         self.local_top = int(local_top)
         # The problem's (maximum) sequence lengths: the design starts from the length-aware default (config.py).
         self.seqlen_q, self.seqlen_k = seqlen_q, seqlen_k
@@ -148,6 +156,7 @@ class GPSearcher(DiscreteSearcher):
         names = [p.name for p in self.space.params]
         pairs = [k for k, _ in FEATURES.values()] if coupled is None else [tuple(pair) for pair in coupled]
         self._pairs = [(names.index(a), names.index(b)) for a, b in pairs if a in names and b in names]
+        self._scale = [names.index(k) for k in SCALE] if set(SCALE) <= set(names) else []
         self._warm: list[tuple[np.ndarray, tuple | None, float | None]] = []  # (x, candidate key or None, score)
         self.timings: list[tuple[int, float]] = []  # (observations told, seconds) per model-based suggestion
         self.cost_aware, self.cost_power, self.bench_s = bool(cost_aware), float(cost_power), float(bench_s)
@@ -225,6 +234,8 @@ class GPSearcher(DiscreteSearcher):
                     chosen += [int(j) for j in rng.permutation(adjacent)]
                     if self.screen_coupled:
                         chosen += self._coupled_screen(i0, step, rng)
+                    if self.screen_scale and self._scale:
+                        chosen += [int(j) for j in np.flatnonzero(_scale_up(step, self._scale))]  # one at most
                 free[chosen] = False
         n = max(n - len(chosen), 0)
         strata = np.stack([rng.permutation(n) for _ in range(d)], axis=1)
@@ -488,6 +499,11 @@ def _pair_step(step: np.ndarray, a: int, b: int) -> np.ndarray:
     """Rows of `step` (value-index differences, one column per knob) that move knobs a and b one value each and
     no other knob: a coupled move."""
     return ((step != 0).sum(axis=1) == 2) & (np.abs(step[:, a]) == 1) & (np.abs(step[:, b]) == 1)
+
+
+def _scale_up(step: np.ndarray, cols: list[int]) -> np.ndarray:
+    """Rows of `step` that move every knob of `cols` one value up and no other knob."""
+    return ((step != 0).sum(axis=1) == len(cols)) & (step[:, cols] == 1).all(axis=1)
 
 
 def _quadratic(X: np.ndarray) -> np.ndarray:
