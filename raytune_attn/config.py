@@ -49,7 +49,8 @@ def default_config(head_dim: int = 128, max_seqlen_q: int | None = None,
     """The documented default used when no config is given and no tuned artifact matches.
 
     Moderate tiles that fit every supported GPU's shared memory up to head dim 256 (64 x 256 x 2 bytes for each
-    of K and V at 2 stages stays under Ampere's 164 KB), with more warps for wide heads. The Hopper-oriented knobs
+    of K and V at 2 stages stays under Ampere's 164 KB): 128 x 64 up to head dim 128 (8 warps at 128, 4 below),
+    64 x 32 with 4 warps above (16 query rows a warp). The Hopper-oriented knobs
     (warp specialization, persistent grid, heavy-first order, register cap) are off: the default kernel is the
     same one earlier results were measured with.
 

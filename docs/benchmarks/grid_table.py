@@ -1,0 +1,85 @@
+"""Issue 7's comparison from a sweep's summary.json: tuned kernel against SDPA's flash and cuDNN backends, measured
+in the same sweep on the same GPU, one row per cell, and geometric means (all, and per head dim).
+
+    cd docs/benchmarks && python grid_table.py h200/run13/grid-bf16_summary.json \
+        --vs h200/run10/call3_grid-bf16_summary.json --csv h200/run13/grid-bf16_vs_sdpa.csv
+
+`--vs` adds an earlier sweep's tuned TFLOP/s of the same cells (a different machine of the same kind: a ratio across
+runs, not a same-run one). Tuned = the sweep's best after its final re-measure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+
+import pandas as pd
+
+from raytune_attn.problem import Problem
+
+
+def _short(cfg: dict) -> str:
+    s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
+    for knob, tag in (("USE_TMA", "tma"), ("WARP_SPECIALIZE", "ws"), ("PERSISTENT", "pers"), ("REVERSE_M", "rev"),
+                      ("PRE_LOAD_V", "preV")):
+        if cfg.get(knob):
+            s += f" {tag}"
+    if cfg.get("maxnreg"):
+        s += f" nreg{cfg['maxnreg']}"
+    return s
+
+
+def table(path: str) -> pd.DataFrame:
+    rows = []
+    for s in json.load(open(path))["searches"]:
+        p = Problem.from_key(s["problem_key"])
+        b = s.get("baselines", {})
+        rows.append({"problem_key": p.key, "head_dim": p.head_dim, "causal": p.causal, "seqlen": p.seqlen_q,
+                     "dtype": p.dtype, "tuned": s["best_tflops"], "sdpa_flash": b.get("sdpa_flash", math.nan),
+                     "sdpa_cudnn": b.get("sdpa_cudnn", math.nan), "config": _short(s["best_config"])})
+    df = pd.DataFrame(rows).sort_values(["head_dim", "causal", "seqlen"]).reset_index(drop=True)
+    df["x_flash"] = df.tuned / df.sdpa_flash
+    df["x_cudnn"] = df.tuned / df.sdpa_cudnn
+    return df
+
+
+def _geo(x: pd.Series) -> float:
+    return float(math.exp(x.map(math.log).mean()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("summary")
+    ap.add_argument("--vs", help="an earlier sweep's summary.json over the same cells")
+    ap.add_argument("--csv", help="write the table here")
+    a = ap.parse_args()
+    df = table(a.summary)
+    cols = ["D", "mask", "S", "tuned", "SDPA flash", "cuDNN", "x flash", "x cuDNN", "config"]
+    if a.vs:
+        old = table(a.vs).set_index("problem_key")
+        df["earlier"] = df.problem_key.map(old.tuned)
+        df["earlier_config"] = df.problem_key.map(old.config)
+        df["x_earlier"] = df.tuned / df.earlier
+        cols[4:4] = ["earlier", "x earlier"]
+    print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
+    for r in df.itertuples():
+        cells = [r.head_dim, "causal" if r.causal else "full", r.seqlen, f"{r.tuned:.1f}"]
+        if a.vs:
+            cells += [f"{r.earlier:.1f}", f"{r.x_earlier:.2f}"]
+        cells += [f"{r.sdpa_flash:.1f}", f"{r.sdpa_cudnn:.1f}", f"{r.x_flash:.2f}", f"{r.x_cudnn:.2f}", r.config]
+        print("| " + " | ".join(str(c) for c in cells) + " |")
+    print()
+    for name, g in [("all", df), *((f"D={d}", g) for d, g in df.groupby("head_dim"))]:
+        line = (f"{name}: x flash geo {_geo(g.x_flash):.2f} (min {g.x_flash.min():.2f}, >= 1.3 on "
+                f"{(g.x_flash >= 1.3).sum()} of {len(g)}); x cuDNN geo {_geo(g.x_cudnn):.2f} "
+                f"(max {g.x_cudnn.max():.2f}, >= 0.9 on {(g.x_cudnn >= 0.9).sum()}, >= 1 on {(g.x_cudnn >= 1).sum()})")
+        if a.vs:
+            line += f"; x earlier geo {_geo(g.x_earlier):.3f}"
+        print(line)
+    if a.csv:
+        df.to_csv(a.csv, index=False)
+
+
+if __name__ == "__main__":
+    main()
