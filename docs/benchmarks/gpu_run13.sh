@@ -9,6 +9,9 @@
 #                15 compile processes), now with the D=256 default's 4 warps and the scale-up screening (run 13's
 #                D=256 landscape), the sibling winners and the baselines after the sweep.
 #   PART=grid16  the same on the fp16 grid.
+#   PART=w16     every config of docs/benchmarks/w16_space.yaml (76: 64-256 x 32-128 tiles, 4-16 warps) on 5 cells of
+#                the bf16 grid (D=64 full, D=128 full and causal at S=4096; D=256 full S=4096, causal S=8192): does
+#                a 256-row tile with 16 warps beat the best 8-warp tiles?
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
 RUN=run13 PART=${PART:-land256}
@@ -30,4 +33,14 @@ case $PART in
     sweep grid-bf16 560 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
   grid16)
     sweep grid-fp16 560 grid_fp16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+  w16)
+    TRITON_CACHE_DIR=/tmp/triton-w16 timeout 500 python3 -m raytune_attn.exhaustive --resume \
+      --space docs/benchmarks/w16_space.yaml --out "$OUT/w16_landscape.parquet" --rep-ms 20 --timeout-s 60 \
+      --workers 15 --problem dense-b4-hq32-hkv32-sq4096-sk4096-d64-full-bfloat16 \
+      --problem dense-b4-hq16-hkv16-sq4096-sk4096-d128-full-bfloat16 \
+      --problem dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16 \
+      --problem dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16 \
+      --problem dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16 2>&1 | tee "$OUT/w16_landscape.log" \
+      | grep '^{' | cut -c1-400
+    echo "exhaustive rc=${PIPESTATUS[0]}" ;;
 esac
