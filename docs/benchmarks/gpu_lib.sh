@@ -5,7 +5,8 @@
 #   llama NAME TIMEOUT [flags]           the Llama-3-8B prefill GP sweep (study space, budget 30, 24 trials per GPU);
 #   precompile TIMEOUT NAME...           every config a Llama search may propose built into one Triton cache
 #                                        (warm_cache.py, 31 processes), copied to each sweep NAME's cache
-#                                        (run those with KEEP_CACHE=1).
+#                                        (run those with KEEP_CACHE=1);
+#   clear_host                           stops what a sweep cut by its time limit leaves behind.
 set -u
 mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
 export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
@@ -38,4 +39,8 @@ precompile() {  # precompile TIMEOUT NAME...
     docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
     | tee "$OUT/warm_cache.log"
   for n in "$@"; do rm -rf "/tmp/triton-$n"; cp -r /tmp/triton-full "/tmp/triton-$n"; done
+}
+clear_host() {  # what a sweep cut by its time limit leaves: Ray's processes and the compile pool's workers
+  python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1; pkill -9 -f multiprocessing.spawn; sleep 2
+  echo "python processes left: $(pgrep -c python3)"
 }

@@ -24,10 +24,6 @@
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run12.sh
 RUN=run12 PART=${PART:-ramp}
 source docs/benchmarks/gpu_lib.sh
-clear_host() {  # what a sweep cut by its time limit leaves: Ray's processes and the compile pool's workers
-  python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1; pkill -9 -f multiprocessing.spawn; sleep 2
-  echo "python processes left: $(pgrep -c python3)"
-}
 
 case $PART in
   ramp)

@@ -12,6 +12,11 @@
 #   PART=w16     every config of docs/benchmarks/w16_space.yaml (76: 64-256 x 32-128 tiles, 4-16 warps) on 5 cells of
 #                the bf16 grid (D=64 full, D=128 full and causal at S=4096; D=256 full S=4096, causal S=8192): does
 #                a 256-row tile with 16 warps beat the best 8-warp tiles?
+#   PART=pair    (nvidia-h200-x2) issue 4's two-GPU measurement with two-run capping: the Llama sweep on one GPU, then
+#                on two, on copies of one precompiled Triton cache, 31 compile processes, 48 trials per GPU, the host
+#                cleared between sweeps (as run 12 call 3, without the ramp).
+#   PART=gridpair (nvidia-h200-x2) the same for issue 7's bf16 grid (864 trials, GPU busy 0.83 on one H200): a cold
+#                one-GPU sweep fills the cache; then one GPU and two GPUs on copies of it.
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
 RUN=run13 PART=${PART:-land256}
@@ -43,4 +48,20 @@ case $PART in
       --problem dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16 2>&1 | tee "$OUT/w16_landscape.log" \
       | grep '^{' | cut -c1-400
     echo "exhaustive rc=${PIPESTATUS[0]}" ;;
+  pair)
+    precompile 150 llama-1gpu llama-2gpu
+    clear_host
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 llama llama-1gpu 150 --compile-workers 31 --trials-per-gpu 48
+    clear_host
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 llama llama-2gpu 150 --compile-workers 31 --trials-per-gpu 48 ;;
+  gridpair)
+    CUDA_VISIBLE_DEVICES=0 sweep grid-cold 230 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 48 \
+      --compile-workers 31
+    for n in grid-1gpu grid-2gpu; do rm -rf /tmp/triton-$n; cp -r /tmp/triton-grid-cold /tmp/triton-$n; done
+    clear_host
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0 sweep grid-1gpu 170 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 48 \
+      --compile-workers 31
+    clear_host
+    KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 sweep grid-2gpu 150 grid_bf16 --searcher gp --budget 24 \
+      --trials-per-gpu 48 --compile-workers 31 ;;
 esac
