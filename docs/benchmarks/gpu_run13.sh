@@ -17,21 +17,24 @@
 #                cleared between sweeps (as run 12 call 3, without the ramp).
 #   PART=gridpair (nvidia-h200-x2) the same for issue 7's bf16 grid (864 trials, GPU busy 0.83 on one H200): a cold
 #                one-GPU sweep fills the cache; then one GPU and two GPUs on copies of it.
+# (Calls 1 and 5 ran the landscape parts with the exhaustive command written out in each part: the same command.)
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
 RUN=run13 PART=${PART:-land256}
 source docs/benchmarks/gpu_lib.sh
+landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/NAME_space.yaml on the KEYs (cold cache)
+  local name=$1 limit=$2; shift 2
+  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn.exhaustive --resume \
+    --space "docs/benchmarks/${name}_space.yaml" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
+    --workers 15 $(printf -- '--problem %s ' "$@") 2>&1 | tee "$OUT/${name}_landscape.log" | grep '^{' | cut -c1-400
+  echo "exhaustive rc=${PIPESTATUS[0]}"
+}
 
 case $PART in
   land256)
-    TRITON_CACHE_DIR=/tmp/triton-land256 timeout 530 python3 -m raytune_attn.exhaustive --resume \
-      --space docs/benchmarks/d256_space.yaml --out "$OUT/d256_landscape.parquet" --rep-ms 20 --timeout-s 60 \
-      --workers 15 --problem dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16 \
-      --problem dense-b1-hq8-hkv8-sq16384-sk16384-d256-full-bfloat16 \
-      --problem dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16 \
-      --problem dense-b8-hq8-hkv8-sq2048-sk2048-d256-causal-bfloat16 2>&1 | tee "$OUT/d256_landscape.log" \
-      | grep '^{' | cut -c1-400
-    echo "exhaustive rc=${PIPESTATUS[0]}" ;;
+    landscape d256 530 dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16 \
+      dense-b1-hq8-hkv8-sq16384-sk16384-d256-full-bfloat16 dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16 \
+      dense-b8-hq8-hkv8-sq2048-sk2048-d256-causal-bfloat16 ;;
   capping)
     llama llama-capping 480 --compile-workers 15 ;;
   grid)
@@ -39,15 +42,9 @@ case $PART in
   grid16)
     sweep grid-fp16 560 grid_fp16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
   w16)
-    TRITON_CACHE_DIR=/tmp/triton-w16 timeout 500 python3 -m raytune_attn.exhaustive --resume \
-      --space docs/benchmarks/w16_space.yaml --out "$OUT/w16_landscape.parquet" --rep-ms 20 --timeout-s 60 \
-      --workers 15 --problem dense-b4-hq32-hkv32-sq4096-sk4096-d64-full-bfloat16 \
-      --problem dense-b4-hq16-hkv16-sq4096-sk4096-d128-full-bfloat16 \
-      --problem dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16 \
-      --problem dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16 \
-      --problem dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16 2>&1 | tee "$OUT/w16_landscape.log" \
-      | grep '^{' | cut -c1-400
-    echo "exhaustive rc=${PIPESTATUS[0]}" ;;
+    landscape w16 500 dense-b4-hq32-hkv32-sq4096-sk4096-d64-full-bfloat16 \
+      dense-b4-hq16-hkv16-sq4096-sk4096-d128-full-bfloat16 dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16 \
+      dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16 dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16 ;;
   pair)
     precompile 150 llama-1gpu llama-2gpu
     clear_host
