@@ -17,6 +17,9 @@
 #                cleared between sweeps (as run 12 call 3, without the ramp).
 #   PART=gridpair (nvidia-h200-x2) the same for issue 7's bf16 grid (864 trials, GPU busy 0.83 on one H200): a cold
 #                one-GPU sweep fills the cache; then one GPU and two GPUs on copies of it.
+#   PART=d128w4  the grids' D=128 winners timed against 128x64, 4 warps, 2 stages, TMA (the w16 landscape's best of D=128
+#                full S=4096, which no D=128 search tried) on each D=128 cell, bf16 and fp16, alternately on one GPU
+#                (es_winners.py; the variant artifacts from variant_artifact.py).
 # (Calls 1 and 5 ran the landscape parts with the exhaustive command written out in each part: the same command.)
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
@@ -61,4 +64,10 @@ case $PART in
     clear_host
     KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=0,1 sweep grid-2gpu 150 grid_bf16 --searcher gp --budget 24 \
       --trials-per-gpu 48 --compile-workers 31 ;;
+  d128w4)
+    for d in bf16 fp16; do
+      TRITON_CACHE_DIR=/tmp/triton-d128w4 timeout 270 python3 docs/benchmarks/es_winners.py \
+        docs/benchmarks/h200/run13/grid-${d}_best_configs.json docs/benchmarks/h200/run13/d128_w4tma_${d}_best_configs.json \
+        --out "$OUT/d128_w4tma_${d}.csv" 2>&1 | tail -16 | tee "$OUT/d128_w4tma_${d}.txt"
+    done ;;
 esac
