@@ -20,6 +20,7 @@
 #   PART=d128w4  the grids' D=128 winners timed against 128x64, 4 warps, 2 stages, TMA (the w16 landscape's best of D=128
 #                full S=4096, which no D=128 search tried) on each D=128 cell, bf16 and fp16, alternately on one GPU
 #                (es_winners.py; the variant artifacts from variant_artifact.py).
+# Calls 1-8 ran land256, capping, grid, grid16, w16 (nvidia-h200), pair, gridpair (nvidia-h200-x2), d128w4.
 # (Calls 1 and 5 ran the landscape parts with the exhaustive command written out in each part: the same command.)
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
