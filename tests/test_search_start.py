@@ -17,6 +17,7 @@ from raytune_attn.search.replay import run_searcher
 from raytune_attn.search.space import load_space
 
 H200 = Path(__file__).parents[1] / "docs/benchmarks/h200/run7/llama_exhaustive_x4_nosync.parquet"
+W16 = Path(__file__).parents[1] / "docs/benchmarks/h200/run13/w16_landscape.parquet"
 D256 = Path(__file__).parents[1] / "docs/benchmarks/h200/run13/d256_landscape.parquet"
 PARAMS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
 
@@ -107,3 +108,28 @@ def test_scale_screening_reaches_the_d256_best_in_budget(key):
                                            screen_scale=scale), land, 24) for s in range(2)]
         evals[scale] = max(r.evals_to(0.98 * land.best, 24) for r in runs)
     assert evals[True] <= 15 and evals[False] > 18
+
+
+def test_the_screening_takes_fewer_warps_with_tma_loads():
+    space = load_space("nvidia/sm90")
+    design = make_searcher("gp", space, seed=0, head_dim=128, seqlen_q=4096, seqlen_k=4096).design_configs()
+    tiles = [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"], c["USE_TMA"]) for c in design]
+    assert tiles[0] == (128, 64, 8, 2, False) and (128, 64, 4, 2, True) in tiles
+    plain = make_searcher("gp", space, seed=0, head_dim=128, seqlen_q=4096, seqlen_k=4096, screen_tma=False)
+    assert len(design) == len(plain.design_configs()) + 1
+    study = load_space("nvidia/sm90_study")  # no USE_TMA knob: nothing to add
+    assert len(make_searcher("gp", study, seed=0, head_dim=128).design_configs()) == len(
+        make_searcher("gp", study, seed=0, head_dim=128, screen_tma=False).design_configs())
+
+
+def test_fewer_warps_with_tma_reaches_the_d128_best_in_budget():
+    # H200, 76 configs: the best of D=128 full S=4096 (128 x 64, 4 warps, 2 stages, TMA) is two knobs from the
+    # default (8 warps, no TMA), and each one-knob step measured worse than the default (4 warps alone spills).
+    key = "dense-b4-hq16-hkv16-sq4096-sk4096-d128-full-bfloat16"
+    land = load_landscape(W16, select={"problem_key": key})
+    evals = {}
+    for tma in (False, True):
+        runs = [run_searcher(make_searcher("gp", land.space, seed=s, head_dim=128, seqlen_q=4096, seqlen_k=4096,
+                                           screen_tma=tma), land, 24) for s in range(2)]
+        evals[tma] = max(r.evals_to(0.98 * land.best, 24) for r in runs)
+    assert evals[True] <= 15 and evals[False] > 24

@@ -20,6 +20,8 @@
 #   PART=d128w4  the grids' D=128 winners timed against 128x64, 4 warps, 2 stages, TMA (the w16 landscape's best of D=128
 #                full S=4096, which no D=128 search tried) on each D=128 cell, bf16 and fp16, alternately on one GPU
 #                (es_winners.py; the variant artifacts from variant_artifact.py).
+#   PART=d128    the 12 D=128 cells of the bf16 grid as PART=grid ran them, now with the design's fewer-warps-with-TMA
+#                move (gp.py FEWER_WARPS_TMA, after PART=d128w4).
 # Calls 1-8 ran land256, capping, grid, grid16, w16 (nvidia-h200), pair, gridpair (nvidia-h200-x2), d128w4.
 # (Calls 1 and 5 ran the landscape parts with the exhaustive command written out in each part: the same command.)
 # Run from a snapshot of the commit (git archive HEAD):
@@ -71,4 +73,10 @@ case $PART in
         docs/benchmarks/h200/run13/grid-${d}_best_configs.json docs/benchmarks/h200/run13/d128_w4tma_${d}_best_configs.json \
         --out "$OUT/d128_w4tma_${d}.csv" 2>&1 | tail -16 | tee "$OUT/d128_w4tma_${d}.txt"
     done ;;
+  d128)
+    python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/grid_bf16.yaml')); \
+d['problems'] = [p for p in d['problems'] if p['head_dim'] == 128]; d['name'] = 'grid_bf16_d128'; \
+yaml.safe_dump(d, open('/tmp/grid_bf16_d128.yaml', 'w'))"
+    sweep grid-bf16-d128 400 /tmp/grid_bf16_d128.yaml --searcher gp --budget 24 --trials-per-gpu 24 \
+      --compile-workers 15 ;;
 esac

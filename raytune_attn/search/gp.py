@@ -89,12 +89,19 @@ from raytune_attn.search.landscape import Landscape, read_table, table_values
 CACHE_LOAD_S = 0.1  # compile seconds below this are a cache load or a shared build; every cold compile took > 0.3 s
 MIN_COLD_COMPILES = 5  # cold compile times known before the compile-time model is used
 COST_RIDGE = 0.3  # the compile-time model's ridge penalty (inputs in [0, 1])
+# Moves of several knobs at once that the design screens from the start, because on recorded landscapes each
+# one-knob step towards them measured worse than the start (docs/search.md). +1 / -1: the knob's next value up / down
+# in the space's order; a value: set the knob to it.
 # The scale-up move: the program's tile twice as tall and as wide, with twice the warps, so each warp keeps its
 # query rows and does twice the K/V work per step. The default is sized to fit every GPU's shared memory; where a GPU
-# has more, the better configs are often this one move up, three knobs at once. From the D=256 default (64 x 32,
-# 4 warps) it is the best config of every recorded D=256 landscape (128 x 64, 8 warps), while each one- and
-# two-knob step towards it measured worse than the start (docs/search.md, "The scale-up move").
-SCALE = ("BLOCK_M", "BLOCK_N", "num_warps")
+# has more, the better configs are often this one move up. From the D=256 default (64 x 32, 4 warps) it is the best
+# config of every recorded D=256 landscape (128 x 64, 8 warps) ("The scale-up move").
+SCALE_UP = {"BLOCK_M": 1, "BLOCK_N": 1, "num_warps": 1}
+# Fewer warps with tensor-descriptor (TMA) loads: half the warps double each thread's rows of the accumulator, and
+# TMA takes the K/V address arithmetic off the registers. At D=128 the default tile (128 x 64) with 4 warps spills
+# 32 registers without TMA (0.74 of the best) and 14 with it, where it measured 1.5-5.5% faster than every winner of
+# run 13's D=128 sweeps from S=4096 on ("Fewer warps with TMA").
+FEWER_WARPS_TMA = {"num_warps": -1, "USE_TMA": True}
 RUNNER_UPS = 3  # likely_next: configs after the pick a sweep compiles ahead (speculative builds cost only idle cores)
 
 
@@ -121,6 +128,7 @@ class GPSearcher(DiscreteSearcher):
         screen_default: bool = True,
         screen_coupled: bool = True,
         screen_scale: bool = True,
+        screen_tma: bool = True,
         local_top: int = 3,
         coupled: Sequence[tuple[str, str]] | None = None,
         features: tuple[str, ...] | list[str] = (),
@@ -148,7 +156,8 @@ class GPSearcher(DiscreteSearcher):
         self._cat = np.array([[p.values.index(c[p.name]) for p in self.space.params] for c in self.candidates])
         self.local_every, self.local_knobs = int(local_every), int(local_knobs)
         self.seed_default, self.screen_default, self.head_dim = bool(seed_default), bool(screen_default), int(head_dim)
-        self.screen_coupled, self.screen_scale = bool(screen_coupled), bool(screen_scale)
+        self.screen_coupled = bool(screen_coupled)
+        self._screen_moves = [m for m, on in ((SCALE_UP, screen_scale), (FEWER_WARPS_TMA, screen_tma)) if on]
         self.local_top = int(local_top)
         # The problem's (maximum) sequence lengths: the design starts from the length-aware default (config.py).
         self.seqlen_q, self.seqlen_k = seqlen_q, seqlen_k
@@ -156,7 +165,6 @@ class GPSearcher(DiscreteSearcher):
         names = [p.name for p in self.space.params]
         pairs = [k for k, _ in FEATURES.values()] if coupled is None else [tuple(pair) for pair in coupled]
         self._pairs = [(names.index(a), names.index(b)) for a, b in pairs if a in names and b in names]
-        self._scale = [names.index(k) for k in SCALE] if set(SCALE) <= set(names) else []
         self._warm: list[tuple[np.ndarray, tuple | None, float | None]] = []  # (x, candidate key or None, score)
         self.timings: list[tuple[int, float]] = []  # (observations told, seconds) per model-based suggestion
         self.cost_aware, self.cost_power, self.bench_s = bool(cost_aware), float(cost_power), float(bench_s)
@@ -234,8 +242,8 @@ class GPSearcher(DiscreteSearcher):
                     chosen += [int(j) for j in rng.permutation(adjacent)]
                     if self.screen_coupled:
                         chosen += self._coupled_screen(i0, step, rng)
-                    if self.screen_scale and self._scale:
-                        chosen += [int(j) for j in np.flatnonzero(_scale_up(step, self._scale))]  # one at most
+                    moved = (self._moved(i0, m) for m in self._screen_moves)
+                    chosen += [j for j in moved if j is not None and j not in chosen]
                 free[chosen] = False
         n = max(n - len(chosen), 0)
         strata = np.stack([rng.permutation(n) for _ in range(d)], axis=1)
@@ -246,6 +254,27 @@ class GPSearcher(DiscreteSearcher):
             chosen.append(j)
             free[j] = False
         return chosen
+
+    def _moved(self, i: int, move: dict) -> int | None:
+        """The candidate that `move` (see SCALE_UP) makes of candidate i, or None when it is not in the space."""
+        cfg = dict(self.candidates[i])
+        for p in self.space.params:
+            if p.name not in move:
+                continue
+            change = move[p.name]
+            if isinstance(change, bool) or not isinstance(change, int):
+                if change not in p.values or cfg[p.name] == change:
+                    return None
+                cfg[p.name] = change
+                continue
+            k = p.values.index(cfg[p.name]) + change
+            if not 0 <= k < len(p.values):
+                return None
+            cfg[p.name] = p.values[k]
+        if any(name not in cfg for name in move):
+            return None
+        key = self._key_or_none(cfg)
+        return self._index.get(key) if key is not None else None
 
     def _coupled_screen(self, i0: int, step: np.ndarray, rng: np.random.Generator) -> list[int]:
         """The start's two-knob moves along each derived feature's iso-line (features.py): both knobs of a coupled
@@ -499,11 +528,6 @@ def _pair_step(step: np.ndarray, a: int, b: int) -> np.ndarray:
     """Rows of `step` (value-index differences, one column per knob) that move knobs a and b one value each and
     no other knob: a coupled move."""
     return ((step != 0).sum(axis=1) == 2) & (np.abs(step[:, a]) == 1) & (np.abs(step[:, b]) == 1)
-
-
-def _scale_up(step: np.ndarray, cols: list[int]) -> np.ndarray:
-    """Rows of `step` that move every knob of `cols` one value up and no other knob."""
-    return ((step != 0).sum(axis=1) == len(cols)) & (step[:, cols] == 1).all(axis=1)
 
 
 def _quadratic(X: np.ndarray) -> np.ndarray:
