@@ -20,8 +20,9 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   (each knob one value up or down; 8 or 9 configs in the study's space), a one-factor-at-a-time screening that
   measures every knob's effect where tuning starts; then (`screen_coupled`) the default's two-knob moves along
   each derived feature (64 rows with 4 warps from 128 with 8; 3-4 configs), which one-knob screening misses when
-  both single moves are worse than the start; then (`screen_scale`) its scale-up move (tile twice as tall and
-  wide, twice the warps; see SCALE), the three-knob move from the D=256 default to every recorded D=256 best.
+  both single moves are worse than the start; then its named multi-knob moves: (`screen_scale`) SCALE_UP, the
+  tile twice as tall and wide with twice the warps, and (`screen_tma`) FEWER_WARPS_TMA, half the warps with TMA
+  loads, each the move from a default to recorded bests that one-knob steps towards them missed.
   Latin-hypercube points in the encoded coordinates, each snapped to the nearest free candidate, make up
   `n_initial` configs when that is fewer (or when the space lacks the default). Seeded, so deterministic.
 * Concurrency: configs in flight are added to the GP as "constant liar" observations (the mean of the observed
