@@ -81,17 +81,26 @@ def test_coupled_screening_reaches_the_h200_b16_s1024_best_in_budget():
     assert evals[True] <= 12 and evals[False] > 30
 
 
+def _design_tiles(space, **kw) -> list[tuple]:
+    design = make_searcher("gp", space, seed=0, **kw).design_configs()
+    return [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"], c["USE_TMA"]) for c in design]
+
+
+def _evals_to_98(land, budget: int, **kw) -> int:
+    """Evaluations to 98% of the landscape's best, the worse of seeds 0 and 1 (budget + 1: not reached)."""
+    runs = [run_searcher(make_searcher("gp", land.space, seed=s, **kw), land, budget) for s in range(2)]
+    return max(r.evals_to(0.98 * land.best, budget) for r in runs)
+
+
 def test_the_screening_also_takes_the_scale_up_move_of_the_start():
     space = load_space("nvidia/sm90")
-    design = make_searcher("gp", space, seed=0, head_dim=256, seqlen_q=4096, seqlen_k=4096).design_configs()
-    tiles = [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"], c["USE_TMA"]) for c in design]
+    problem = {"head_dim": 256, "seqlen_q": 4096, "seqlen_k": 4096}
+    tiles = _design_tiles(space, **problem)
     assert tiles[0] == (64, 32, 4, 2, False)  # the D=256 default
     # Its tile twice as tall and wide with twice the warps, the other knobs as at the start; not the move down.
     assert (128, 64, 8, 2, False) in tiles and (32, 16, 2, 2, False) not in tiles
-    plain = make_searcher("gp", space, seed=0, head_dim=256, seqlen_q=4096, seqlen_k=4096, screen_scale=False)
-    assert len(design) == len(plain.design_configs()) + 1
-    assert (128, 64, 8, 2, False) not in {(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"],
-                                          c["USE_TMA"]) for c in plain.design_configs()}
+    plain = _design_tiles(space, screen_scale=False, **problem)
+    assert len(tiles) == len(plain) + 1 and (128, 64, 8, 2, False) not in plain
 
 
 @pytest.mark.parametrize("key", ["dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16",
@@ -102,21 +111,17 @@ def test_scale_screening_reaches_the_d256_best_in_budget(key):
     # against the start's 0.77-0.83: without the move no search reached 98% within 18 (run 12's budget was 24).
     land = load_landscape(D256, select={"problem_key": key})
     sq = int(key.split("-sq")[1].split("-")[0])
-    evals = {}
-    for scale in (False, True):
-        runs = [run_searcher(make_searcher("gp", land.space, seed=s, head_dim=256, seqlen_q=sq, seqlen_k=sq,
-                                           screen_scale=scale), land, 24) for s in range(2)]
-        evals[scale] = max(r.evals_to(0.98 * land.best, 24) for r in runs)
-    assert evals[True] <= 15 and evals[False] > 18
+    problem = {"head_dim": 256, "seqlen_q": sq, "seqlen_k": sq}
+    assert _evals_to_98(land, 24, screen_scale=True, **problem) <= 15
+    assert _evals_to_98(land, 24, screen_scale=False, **problem) > 18
 
 
 def test_the_screening_takes_fewer_warps_with_tma_loads():
     space = load_space("nvidia/sm90")
-    design = make_searcher("gp", space, seed=0, head_dim=128, seqlen_q=4096, seqlen_k=4096).design_configs()
-    tiles = [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"], c["USE_TMA"]) for c in design]
+    problem = {"head_dim": 128, "seqlen_q": 4096, "seqlen_k": 4096}
+    tiles = _design_tiles(space, **problem)
     assert tiles[0] == (128, 64, 8, 2, False) and (128, 64, 4, 2, True) in tiles
-    plain = make_searcher("gp", space, seed=0, head_dim=128, seqlen_q=4096, seqlen_k=4096, screen_tma=False)
-    assert len(design) == len(plain.design_configs()) + 1
+    assert len(tiles) == len(_design_tiles(space, screen_tma=False, **problem)) + 1
     study = load_space("nvidia/sm90_study")  # no USE_TMA knob: nothing to add
     assert len(make_searcher("gp", study, seed=0, head_dim=128).design_configs()) == len(
         make_searcher("gp", study, seed=0, head_dim=128, screen_tma=False).design_configs())
@@ -125,11 +130,7 @@ def test_the_screening_takes_fewer_warps_with_tma_loads():
 def test_fewer_warps_with_tma_reaches_the_d128_best_in_budget():
     # H200, 76 configs: the best of D=128 full S=4096 (128 x 64, 4 warps, 2 stages, TMA) is two knobs from the
     # default (8 warps, no TMA), and each one-knob step measured worse than the default (4 warps alone spills).
-    key = "dense-b4-hq16-hkv16-sq4096-sk4096-d128-full-bfloat16"
-    land = load_landscape(W16, select={"problem_key": key})
-    evals = {}
-    for tma in (False, True):
-        runs = [run_searcher(make_searcher("gp", land.space, seed=s, head_dim=128, seqlen_q=4096, seqlen_k=4096,
-                                           screen_tma=tma), land, 24) for s in range(2)]
-        evals[tma] = max(r.evals_to(0.98 * land.best, 24) for r in runs)
-    assert evals[True] <= 15 and evals[False] > 24
+    land = load_landscape(W16, select={"problem_key": "dense-b4-hq16-hkv16-sq4096-sk4096-d128-full-bfloat16"})
+    problem = {"head_dim": 128, "seqlen_q": 4096, "seqlen_k": 4096}
+    assert _evals_to_98(land, 24, screen_tma=True, **problem) <= 15
+    assert _evals_to_98(land, 24, screen_tma=False, **problem) > 24
