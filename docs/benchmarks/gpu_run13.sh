@@ -22,6 +22,7 @@
 #                (es_winners.py; the variant artifacts from variant_artifact.py).
 #   PART=d128    the 12 D=128 cells of the bf16 grid as PART=grid ran them, now with the design's fewer-warps-with-TMA
 #                move (gp.py FEWER_WARPS_TMA, after PART=d128w4).
+#   PART=d128f16 the same on the fp16 grid's 12 D=128 cells.
 # Calls 1-8 ran land256, capping, grid, grid16, w16 (nvidia-h200), pair, gridpair (nvidia-h200-x2), d128w4.
 # (Calls 1 and 5 ran the landscape parts with the exhaustive command written out in each part: the same command.)
 # Run from a snapshot of the commit (git archive HEAD):
@@ -78,5 +79,11 @@ case $PART in
 d['problems'] = [p for p in d['problems'] if p['head_dim'] == 128]; d['name'] = 'grid_bf16_d128'; \
 yaml.safe_dump(d, open('/tmp/grid_bf16_d128.yaml', 'w'))"
     sweep grid-bf16-d128 400 /tmp/grid_bf16_d128.yaml --searcher gp --budget 24 --trials-per-gpu 24 \
+      --compile-workers 15 ;;
+  d128f16)
+    python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/grid_fp16.yaml')); \
+d['problems'] = [p for p in d['problems'] if p['head_dim'] == 128]; d['name'] = 'grid_fp16_d128'; \
+yaml.safe_dump(d, open('/tmp/grid_fp16_d128.yaml', 'w'))"
+    sweep grid-fp16-d128 300 /tmp/grid_fp16_d128.yaml --searcher gp --budget 24 --trials-per-gpu 24 \
       --compile-workers 15 ;;
 esac
