@@ -22,7 +22,7 @@
 #                (es_winners.py; the variant artifacts from variant_artifact.py).
 #   PART=d128    the 12 D=128 cells of the bf16 grid as PART=grid ran them, now with the design's fewer-warps-with-TMA
 #                move (gp.py FEWER_WARPS_TMA, after PART=d128w4).
-#   PART=d128f16 the same on the fp16 grid's 12 D=128 cells.
+#   PART=d128f16 the same on the fp16 grid's 12 D=128 cells (prepared, not run: no device time left to start a machine).
 # Calls 1-8 ran land256, capping, grid, grid16, w16 (nvidia-h200), pair, gridpair (nvidia-h200-x2), d128w4.
 # (Calls 1 and 5 ran the landscape parts with the exhaustive command written out in each part: the same command.)
 # Run from a snapshot of the commit (git archive HEAD):
