@@ -6,7 +6,9 @@
 #   precompile TIMEOUT NAME...           every config a Llama search may propose built into one Triton cache
 #                                        (warm_cache.py, 31 processes), copied to each sweep NAME's cache
 #                                        (run those with KEEP_CACHE=1);
-#   clear_host                           stops what a sweep cut by its time limit leaves behind.
+#   clear_host                           stops what a sweep cut by its time limit leaves behind;
+#   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
+#                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD).
 set -u
 mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
 export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
@@ -43,4 +45,9 @@ precompile() {  # precompile TIMEOUT NAME...
 clear_host() {  # what a sweep cut by its time limit leaves: Ray's processes and the compile pool's workers
   python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1; pkill -9 -f multiprocessing.spawn; sleep 2
   echo "python processes left: $(pgrep -c python3)"
+}
+head_dim_cells() {  # head_dim_cells GRID D
+  python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/$1.yaml')); \
+d['problems'] = [p for p in d['problems'] if p['head_dim'] == $2]; d['name'] = '$1_d$2'; \
+yaml.safe_dump(d, open('/tmp/$1_d$2.yaml', 'w'))"
 }

@@ -51,9 +51,7 @@ case $PART in
       docs/benchmarks/es_winners.py /tmp/llama-rand-asha/best_configs.json /tmp/llama-rand-fifo/best_configs.json \
       --out "$OUT/es_winners.csv" 2>&1 | tail -20 | tee "$OUT/es_winners.txt" ;;
   d256)
-    python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/grid_bf16.yaml')); \
-d['problems'] = [p for p in d['problems'] if p['head_dim'] == 256]; d['name'] = 'grid_bf16_d256'; \
-yaml.safe_dump(d, open('/tmp/grid_bf16_d256.yaml', 'w'))"
+    head_dim_cells grid_bf16 256
     sweep grid-bf16-d256 270 /tmp/grid_bf16_d256.yaml --searcher gp --budget 24 --trials-per-gpu 24 \
       --compile-workers 15 --space search_spaces/nvidia/sm90.yaml ;;
   grid)

@@ -75,15 +75,11 @@ case $PART in
         --out "$OUT/d128_w4tma_${d}.csv" 2>&1 | tail -16 | tee "$OUT/d128_w4tma_${d}.txt"
     done ;;
   d128)
-    python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/grid_bf16.yaml')); \
-d['problems'] = [p for p in d['problems'] if p['head_dim'] == 128]; d['name'] = 'grid_bf16_d128'; \
-yaml.safe_dump(d, open('/tmp/grid_bf16_d128.yaml', 'w'))"
+    head_dim_cells grid_bf16 128
     sweep grid-bf16-d128 400 /tmp/grid_bf16_d128.yaml --searcher gp --budget 24 --trials-per-gpu 24 \
       --compile-workers 15 ;;
   d128f16)
-    python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/grid_fp16.yaml')); \
-d['problems'] = [p for p in d['problems'] if p['head_dim'] == 128]; d['name'] = 'grid_fp16_d128'; \
-yaml.safe_dump(d, open('/tmp/grid_fp16_d128.yaml', 'w'))"
+    head_dim_cells grid_fp16 128
     sweep grid-fp16-d128 300 /tmp/grid_fp16_d128.yaml --searcher gp --budget 24 --trials-per-gpu 24 \
       --compile-workers 15 ;;
 esac

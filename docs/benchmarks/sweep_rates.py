@@ -20,7 +20,7 @@ def main() -> None:
     print(f"{'sweep':<44} {'trials':>6} {'mid-sweep/s':>11} {'first-to-last s':>15} {'per s':>6}")
     for path in a.trials:
         df = pd.read_parquet(path)
-        t = df[(df.kind == "trial") & ~df.reason.fillna("").str.startswith("final")]
+        t = df[(df.kind == "trial") & ~df.trial_id.astype(str).str.endswith("-final")]
         end = pd.to_datetime(t.groupby("trial_id").timestamp.max()).sort_values()
         n = len(end)
         lo, hi = (113, 338) if n == 450 else (n // 4, 3 * n // 4)
