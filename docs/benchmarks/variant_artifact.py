@@ -31,6 +31,8 @@ def main() -> None:
     art = artifact.load(a.artifact)
     art["entries"] = [{**e, "config": {**e["config"], **sets}} for e in art["entries"]
                       if e["problem"]["head_dim"] == a.head_dim]
+    if not art["entries"]:
+        raise SystemExit(f"{a.artifact} has no entry with head dim {a.head_dim}: nothing to write")
     art["checksum"] = artifact.checksum(art)
     artifact.write(art, a.out)
     print(f"{a.out}: {len(art['entries'])} entries with {sets}")
