@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Fourteenth run. Each PART is one device call of at most 10 minutes.
+#   PART=inflight  (nvidia-h200-x2) issue 4's two-GPU speed-up with fewer trials in flight: run 13's pair (48 trials
+#                  per GPU) reached 1.47x end to end, its start (96 trial processes) taking the first rung from
+#                  10.2 s to 18.6 s after Tune's start. The Llama sweep on copies of one precompiled Triton cache,
+#                  31 compile processes, no baselines (they run after Tune), the host cleared between sweeps:
+#                  one GPU, then two, both with 24 trials per GPU; vmstat every second beside each sweep.
+#   PART=inflight2 (nvidia-h200-x2) the same with 12 trials per GPU: two GPUs, then one.
+# Run from a snapshot of the commit (git archive HEAD):
+#   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run14.sh
+RUN=run14 PART=${PART:-inflight}
+source docs/benchmarks/gpu_lib.sh
+
+paired() {  # paired NAME TIMEOUT GPUS PER_GPU: a Llama sweep on a copy of the precompiled cache, with vmstat beside
+  local name=$1 limit=$2 gpus=$3 per=$4
+  rm -rf "/tmp/triton-$name"; cp -r /tmp/triton-full "/tmp/triton-$name"
+  clear_host
+  vmstat -t 1 > "$OUT/vmstat_$name.txt" & local vm=$!
+  KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=$gpus llama "$name" "$limit" --compile-workers 31 --trials-per-gpu "$per" \
+    --no-baselines
+  kill "$vm"
+}
+
+case $PART in
+  inflight)
+    precompile 150
+    paired llama-1gpu-24 170 0 24
+    paired llama-2gpu-24 140 0,1 24 ;;
+  inflight2)
+    [ -d /tmp/triton-full ] || precompile 150
+    paired llama-2gpu-12 140 0,1 12
+    paired llama-1gpu-12 170 0 12 ;;
+esac
