@@ -330,7 +330,7 @@ def test_broker_moves_a_compiled_trial_to_an_idle_gpu_of_its_node_only():
         busy = asyncio.ensure_future(b.run(0, "t1", {}, {}, 1, 1.0, True))  # holds GPU 0 for 0.2 s
         await asyncio.sleep(0.01)
         out = await b.run(i3, "t3", {}, {}, 1, 1.0, True)  # t3 was bound to the busy GPU 0 before compiling
-        later = await b.run(out["actor"], "t3", {}, {}, 2, 1.0, False)  # later rungs stay where rung 1 ran
+        later = await b.run(out["actor"], "t3", {}, {}, 2, 1.0, False)  # both free: it stays where rung 1 ran
         await busy
         return out, later, list(b.assigned)
 
@@ -338,6 +338,33 @@ def test_broker_moves_a_compiled_trial_to_an_idle_gpu_of_its_node_only():
     assert out["actor"] == 1 and out["ran_on"] == "g1" and later["ran_on"] == "g1" and assigned == [1, 2]
     out, _, assigned = asyncio.run(scenario(["n", "m"]))  # another node: its cache lacks the binary, stay
     assert out["actor"] == 0 and out["ran_on"] == "g0" and assigned == [2, 1]
+
+
+def test_broker_sends_a_rung_to_the_gpu_of_its_node_whose_slot_frees_first():
+    import asyncio
+    import time
+
+    from raytune_attn.sweep.actors import DEPTH, Broker
+
+    async def scenario():
+        slow, fast = _FakeBench("g0", hold=0.5), _FakeBench("g1", hold=0.05)
+        b = Broker.__ray_actor_class__([slow, fast], [None, None], ["n", "n"])
+        for k in range(4):
+            await b.assign(f"t{k}")  # actors 0, 1, 0, 1
+        # Both GPUs full: DEPTH calls each (GPU 0's take 0.5 s, GPU 1's 0.05 s).
+        held = [asyncio.ensure_future(b.run(k % 2, f"h{k}", {}, {}, 1, 1.0, False)) for k in range(2 * DEPTH)]
+        await asyncio.sleep(0.01)
+        assert [len(h) for h in b.holders] == [DEPTH, DEPTH]
+        t0 = time.monotonic()
+        out = await b.run(0, "t0", {}, {}, 2, 1.0, False)  # a later rung of a trial on GPU 0
+        waited = time.monotonic() - t0
+        await asyncio.gather(*held)
+        return out, waited, list(b.assigned)
+
+    out, waited, assigned = asyncio.run(scenario())
+    # It ran on GPU 1 as soon as one of GPU 1's calls ended, not after GPU 0's long ones; its assignment moved.
+    assert out["actor"] == 1 and out["ran_on"] == "g1" and waited < 0.3
+    assert assigned == [1, 3]
 
 
 def test_broker_caps_a_rung_at_ten_times_the_problems_best_latency():
@@ -374,6 +401,22 @@ def test_simulated_gpu_spends_two_runs_on_a_capped_rung():
     assert not full["capped"] and capped["capped"] and capped["latency_ms"] == full["latency_ms"]
     assert capped["bench_s"] == pytest.approx(2 * full["latency_ms"] / 1e3)
     assert full["bench_s"] > 5.0 / 1e3
+
+
+def test_simulated_gpu_spends_one_run_on_a_rung_over_the_cap_by_more_than_a_stall(monkeypatch):
+    from raytune_attn import timing
+    from raytune_attn.sweep.simulate import SimulatedGPU
+
+    monkeypatch.setattr(timing, "STALL_MAX_MS", 5.0)  # the simulation sleeps what it models: keep it short
+    land = Path(__file__).parent / "data" / "landscape_h100_d128_causal_s4096.parquet"
+    sim = SimulatedGPU(str(land), check_ms=0.0)
+    cfg = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "PRE_LOAD_V": False}
+    ms = sim.run(1e9, cfg, 1, 5.0, False)["latency_ms"]
+    flops = 1e9 * 15.0 / ms  # a 15 ms kernel
+    over = sim.run(flops, cfg, 1, 5.0, False, cap_ms=2.5)  # over by 12.5 ms: no stall explains it, one run
+    near = sim.run(flops, cfg, 1, 5.0, False, cap_ms=12.5)  # over by 2.5 ms: a second run confirms
+    assert over["capped"] and over["bench_s"] == pytest.approx(15.0 / 1e3)
+    assert near["capped"] and near["bench_s"] == pytest.approx(30.0 / 1e3)
 
 
 def test_speculator_queues_the_suggestion_then_at_most_cap_likely_configs_once_each():

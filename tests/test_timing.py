@@ -46,6 +46,25 @@ def test_gpu_median_stops_after_two_runs_over_the_cap():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path")
+def test_gpu_median_stops_after_one_run_over_the_cap_by_more_than_a_stall(monkeypatch):
+    from raytune_attn import timing
+
+    calls = []
+
+    def fn():  # about a millisecond of GPU time
+        calls.append(1)
+        torch.cuda._sleep(2_000_000)
+
+    fn()
+    torch.cuda.synchronize()
+    calls.clear()
+    monkeypatch.setattr(timing, "STALL_MAX_MS", 0.2)  # a 1 ms run over a 0.05 ms cap is over it by more
+    stats: dict = {}
+    capped = median_ms(fn, rep_ms=20, cap_ms=0.05, stats=stats)
+    assert capped > 0.25 and len(calls) == 1 and stats["runs"] == 1
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path")
 def test_graphed_replays_the_captured_work_and_refuses_a_sync():
     from raytune_attn.timing import graphed
 

@@ -9,7 +9,8 @@ per accelerator type.
   the per-compile time limit) that warm the node-local Triton cache before a config reaches the GPU.
 * `Broker` leases benchmark actors to trials and keeps each actor's queue `DEPTH` rungs deep: the actor runs one
   config at a time (each trial holds exactly one GPU while it measures), the next rung already waits in its task
-  queue, and a crash is attributed to the config that was running, not to the one queued behind it.
+  queue, and a crash is attributed to the config that was running, not to the one queued behind it. The GPUs of a
+  node serve one queue: each rung goes to whichever of them has a free slot first.
 
 Test hooks (never set them in production):
   RAYTUNE_ATTN_FAKE_DEVICE  JSON {accelerator_type: "vendor:arch:name"} (or one "vendor:arch:name" for all):
@@ -261,6 +262,9 @@ class _Compiler:
         self._builds: dict[tuple, _Build] = {}  # specialization -> its (possibly running) compile
         self._free = [CompilePool(1, timeout_s=timeout_s) for _ in range(max(1, workers))]
         self._all = list(self._free)
+        if self._sim is None:
+            for pool in self._all:
+                pool.start()  # import torch and Triton while the GPU actors start, not when Tune does
         self._waiting: list[_Build] = []  # builds waiting for a worker
 
     def _acquire(self, build: _Build):
@@ -333,20 +337,20 @@ class CompileActor(_Compiler):
 @ray.remote(num_cpus=0)
 class Broker:
     """Leases the benchmark actors of one accelerator type to trials and runs their rungs (async actor: a waiting
-    trial costs no thread). A rung is one call from the trial: take one of the actor's `DEPTH` slots, run, give
-    the slot back. The actor runs its calls one at a time in the order sent, so a trial holds the GPU alone while
-    it measures; when a config kills the actor, the call that was running (the oldest unanswered one of that
-    incarnation) gets the error and the calls queued behind it run again on the restarted actor."""
+    trial costs no thread). A rung is one call from the trial: take one of `DEPTH` slots of an actor of the trial's
+    node, run, give the slot back. The actor runs its calls one at a time in the order sent, so a trial holds the
+    GPU alone while it measures; when a config kills the actor, the call that was running (the oldest unanswered
+    one of that incarnation) gets the error and the calls queued behind it run again, on the restarted actor or
+    another GPU of the node."""
 
     def __init__(self, actors: list, compilers: list, nodes: list | None = None):
         self.actors = list(actors)  # BenchActor handles
         self.compilers = list(compilers)  # CompileActor handle (or None) of each actor's node
         self.nodes = list(nodes) if nodes is not None else list(range(len(self.actors)))  # each actor's node
         n = len(self.actors)
-        self.waiting = [0] * n  # trials queued for a slot of each actor
         self.assigned = [0] * n
         self.restarting = [False] * n  # a config killed it: Ray is starting a new one
-        self._slots: list[asyncio.Condition] = []
+        self._slots: asyncio.Condition | None = None  # a slot of some actor came free
         self.holders: list[dict] = [{} for _ in range(n)]  # call token -> trial id, for each actor's slots in use
         self._seq = 0
         self.incarnation = [0] * n  # bumped when an actor is found dead
@@ -363,9 +367,9 @@ class Broker:
         self.capped = 0
         self.requeued = 0  # calls that were queued behind a crash and ran again
 
-    def _conds(self) -> list[asyncio.Condition]:
-        if not self._slots:  # created on the actor's event loop, at its first call
-            self._slots = [asyncio.Condition() for _ in self.actors]
+    def _cond(self) -> asyncio.Condition:
+        if self._slots is None:  # created on the actor's event loop, at its first call
+            self._slots = asyncio.Condition()
         return self._slots
 
     def _account(self, i: int) -> None:
@@ -400,46 +404,43 @@ class Broker:
         requeued after a crash."""
         return {**self.first, "capped": self.capped, "requeued": self.requeued}
 
-    async def acquire(self, i: int, trial_id: str) -> int:
-        """A slot of actor i (at most DEPTH calls in flight to it); returns the call's token."""
-        cond = self._conds()[i]
-        self.waiting[i] += 1
-        try:
-            async with cond:
-                await cond.wait_for(lambda: len(self.holders[i]) < DEPTH)
-        finally:
-            self.waiting[i] -= 1
-        self._seq += 1
-        self.holders[i][self._seq] = trial_id
-        return self._seq
-
-    async def release(self, i: int, token: int) -> None:
-        if self.holders[i].pop(token, None) is not None:
-            cond = self._conds()[i]
-            async with cond:
-                cond.notify(1)
-
-    async def release_trial(self, trial_id: str) -> None:
-        """Free whatever a finished or killed trial still holds."""
-        for i, held in enumerate(self.holders):
-            for token in [t for t, who in held.items() if who == trial_id]:
-                await self.release(i, token)
-
-    def _rebind(self, i: int, trial_id: str) -> int:
-        """A compiled trial's GPU: of the actors on actor i's node (they share its compile cache), the one with
-        the least work queued, i on a tie. Trials are assigned an actor before they compile (to compile on its
-        node), but compiles finish in no particular order: bound for good, one GPU could idle while another has
-        a queue; rebound here, the node's GPUs serve one queue."""
-        load = lambda j: self.running[j] + self.waiting[j]  # noqa: E731
+    def _pick(self, i: int) -> int | None:
+        """The actor for the next rung of a trial last on actor i: of the actors on i's node (they share its compile
+        cache) that are not being restarted, one with a free slot and the fewest calls in flight, i on a tie; None
+        while every one is full. Bound to one actor, a rung queued behind a 2-second config while the node's other
+        GPU idled (run 14: 4-6 s with no trial finishing, twice, at the end of a two-GPU sweep)."""
         same = [j for j in range(len(self.actors)) if self.nodes[j] == self.nodes[i] and not self.restarting[j]]
-        j = min(same, key=lambda j: (load(j), j != i), default=i)
+        free = [j for j in same or [i] if len(self.holders[j]) < DEPTH]
+        return min(free, key=lambda j: (len(self.holders[j]), j != i), default=None)
+
+    async def acquire(self, i: int, trial_id: str) -> tuple[int, int]:
+        """A slot of actor i or of another actor of its node (at most DEPTH calls in flight to each): (the actor,
+        the call's token). A trial that moves takes its assignment along (the sweep's accounting follows it)."""
+        cond = self._cond()
+        async with cond:
+            await cond.wait_for(lambda: self._pick(i) is not None)
+        j = self._pick(i)  # no await since the wait: the slot it saw is still free
         if j != i:
             self._account(i)
             self._account(j)
             self.assigned[i] = max(0, self.assigned[i] - 1)
             self.assigned[j] += 1
             self.compiling[i].discard(trial_id)
-        return j
+        self._seq += 1
+        self.holders[j][self._seq] = trial_id
+        return j, self._seq
+
+    async def release(self, i: int, token: int) -> None:
+        if self.holders[i].pop(token, None) is not None:
+            cond = self._cond()
+            async with cond:
+                cond.notify_all()  # waiters of every node: each checks its own
+
+    async def release_trial(self, trial_id: str) -> None:
+        """Free whatever a finished or killed trial still holds."""
+        for i, held in enumerate(self.holders):
+            for token in [t for t, who in held.items() if who == trial_id]:
+                await self.release(i, token)
 
     async def _until_alive(self, i: int, timeout_s: float = 120.0) -> None:
         # After a config killed the actor, calls fail with ActorUnavailableError until Ray has restarted it; such
@@ -449,11 +450,20 @@ class Broker:
             try:
                 await self.actors[i].info.remote()
                 self.restarting[i] = False
+                cond = self._cond()
+                async with cond:
+                    cond.notify_all()  # its slots are usable again
                 return
             except ray.exceptions.ActorUnavailableError:
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.2)
+
+    async def _revive(self, i: int) -> None:
+        try:
+            await self._until_alive(i)
+        except ray.exceptions.ActorUnavailableError:
+            pass  # not back within the limit: a node with other GPUs goes on without it
 
     def _ran_into_crash(self, i: int, token: int) -> bool:
         """Whether call `token`, failed with the actor's death, was the one running (the oldest unanswered call
@@ -466,15 +476,13 @@ class Broker:
 
     async def run(self, i: int, trial_id: str, problem: dict, config: dict, rung: int, rep_ms: float,
                   check: bool) -> dict:
-        """One rung of a trial's config on actor i (see _Bench.run); the first rung (`check`) may move the trial to
-        a less busy GPU of the same node (`_rebind`): the result's `actor` says which one ran it."""
-        if check:
-            i = self._rebind(i, trial_id)
+        """One rung of a trial's config on actor i (see _Bench.run), or on a GPU of the same node with a slot free
+        sooner (`_pick`): the result's `actor` says which one ran it."""
         self._account(i)
         self.compiling[i].discard(trial_id)  # compiled (its first rung): no longer a reason to wait
         key = json.dumps(problem, sort_keys=True)
         while True:
-            token = await self.acquire(i, trial_id)
+            i, token = await self.acquire(i, trial_id)
             self.first["rung"] = self.first["rung"] or time.time()
             self._account(i)
             self.running[i] += 1
@@ -486,7 +494,10 @@ class Broker:
                 try:
                     out = await self.actors[i].run.remote(problem, config, rung, rep_ms, check, cap)
                 except ray.exceptions.RayActorError as e:
-                    self.restarting[i] = True
+                    if not self.restarting[i]:
+                        self.restarting[i] = True
+                        # Its node's other GPUs take the rungs meanwhile; this brings it back into the queue.
+                        asyncio.ensure_future(self._revive(i))
                     if not self._ran_into_crash(i, token):
                         self.requeued += 1
                         continue  # queued behind the config that killed the actor: run again once it is back
