@@ -59,6 +59,11 @@ def _worker(conn, device: str):
     from raytune_attn.config import InvalidConfig
     from raytune_attn.workload import make_workload
 
+    if device == "cuda":
+        import torch
+
+        torch.empty(1, device=device)  # the CUDA context now, while the pool starts, not at the first compile
+
     workloads: dict[str, object] = {}
     while True:
         msg = conn.recv()

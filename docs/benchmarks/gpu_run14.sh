@@ -5,7 +5,9 @@
 #                  10.2 s to 18.6 s after Tune's start. The Llama sweep on copies of one precompiled Triton cache,
 #                  31 compile processes, no baselines (they run after Tune), the host cleared between sweeps:
 #                  one GPU, then two, both with 24 trials per GPU; vmstat every second beside each sweep.
-#   PART=inflight2 (nvidia-h200-x2) the same with 12 trials per GPU: two GPUs, then one.
+#   PART=inflight2 (nvidia-h200-x2) the same with 16 trials per GPU (the sweep's default), one GPU then two, and
+#                  two GPUs with 24 again (same host).
+# Calls 1 (at 6d05723) and 2 (at e1a310d: the Broker's shared queue, eager compile processes) ran PART=inflight.
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run14.sh
 RUN=run14 PART=${PART:-inflight}
@@ -28,6 +30,7 @@ case $PART in
     paired llama-2gpu-24 140 0,1 24 ;;
   inflight2)
     [ -d /tmp/triton-full ] || precompile 150
-    paired llama-2gpu-12 140 0,1 12
-    paired llama-1gpu-12 170 0 12 ;;
+    paired llama-1gpu-16 150 0 16
+    paired llama-2gpu-16 120 0,1 16
+    paired llama-2gpu-24b 120 0,1 24 ;;
 esac
