@@ -107,17 +107,16 @@ class CompilePool:
         child.close()
         return p, parent
 
-    def start(self) -> None:
-        """Spawn every worker now rather than at the first compile. Each one imports torch and Triton (a few CPU
-        seconds); started lazily, the sweep's 31 compile processes did that in the seconds Tune starts its trial
-        processes, all on the same cores (run 14: the host at 100% for ~9 s from Tune's start)."""
-        while len(self._procs) < self.workers:
+    def start(self, n: int | None = None) -> None:
+        """Spawn the workers now (at most `n` in all), rather than at the first compile. Each one imports torch and
+        Triton (a few CPU seconds); started lazily, the sweep's 31 compile processes did that in the seconds Tune
+        starts its trial processes, all on the same cores (run 14: the host at 100% for ~9 s from Tune's start)."""
+        while len(self._procs) < min(self.workers, self.workers if n is None else n):
             self._procs.append(self._spawn())
 
     def compile(self, problem: Problem, configs: Iterable[dict]) -> Iterator[CompileResult]:
         todo = list(configs)
-        while len(self._procs) < min(self.workers, len(todo)):
-            self._procs.append(self._spawn())
+        self.start(len(todo))
         busy: dict[int, tuple[dict, float]] = {}  # worker index -> (config, start time)
         while todo or busy:
             for i, (_, conn) in enumerate(self._procs):

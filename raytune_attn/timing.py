@@ -45,10 +45,11 @@ def median_ms(fn: Callable[[], object], *, warmup_ms: float = 10, rep_ms: float 
     representative of any GPU).
 
     `cap_ms` (adaptive capping, as in SMAC): when the first run and a second one both take longer, the faster of
-    the two is returned at once. A sweep caps a rung at a multiple of the best latency its problem has seen: a
-    config 10x slower than the best cannot win, and its full rung (warm-up and at least MIN_REPS runs) would cost a
-    2-second kernel 20 s of GPU time, where two runs cost 4 s. A returned time above `cap_ms` is therefore the
-    faster of two single runs.
+    the two is returned at once; when the first is over `cap_ms` by more than STALL_MAX_MS, it is returned without a
+    second. A sweep caps a rung at a multiple of the best latency its problem has seen: a config 10x slower than the
+    best cannot win, and its full rung (warm-up and at least MIN_REPS runs) would cost a 2-second kernel 20 s of GPU
+    time, where one or two runs cost 2-4 s. A returned time above `cap_ms` is therefore a single run (the faster of
+    two, or the one far over the cap).
 
     `graph`: time replays of `fn` captured in a CUDA graph (see the module doc); `fn` should write into
     preallocated outputs, or the capture allocates them once more.

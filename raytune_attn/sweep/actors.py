@@ -147,7 +147,7 @@ class _Bench:
             cap_ms: float | None = None) -> dict:
         """Rung `rung` of one config: with `check`, first compile (or load from the cache), run once and compare
         with the reference. Returns status/reason and, when ok, latency_ms and tflops of this rung; `capped` when
-        two runs took longer than `cap_ms` and the rung stopped there (timing.median_ms)."""
+        its first runs took longer than `cap_ms` and the rung stopped there (timing.median_ms)."""
         import torch
 
         from raytune_attn.config import InvalidConfig

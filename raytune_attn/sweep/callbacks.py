@@ -29,7 +29,7 @@ def row_from_result(trial_id: str, cfg: dict, last: dict | None, n_rungs: int, p
     if status == "ok" and rung < n_rungs:
         status, reason = "stopped", f"early-stopped after rung {rung} of {n_rungs}"
         if last.get("capped"):
-            reason += " (two runs over 10x the best latency seen: rung capped)"
+            reason += " (first runs over 10x the best latency seen: rung capped)"
     tf = last.get("tflops")
     ok = status in ("ok", "stopped") and tf is not None and math.isfinite(float(tf)) and float(tf) > 0
     metrics = {

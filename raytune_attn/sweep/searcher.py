@@ -265,9 +265,6 @@ class SweepSearcher(StatefulSearcher):
             return Searcher.FINISHED
         return None
 
-    def on_trial_result(self, trial_id: str, result: dict) -> None:
-        pass
-
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         key = self.trial_search.get(trial_id)
         if key is None and result and isinstance(result.get("config"), dict):

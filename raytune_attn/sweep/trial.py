@@ -6,7 +6,7 @@
 
 Each `tune.report` carries `tflops`, `latency_ms`, `rung`, `status`, `reason`, `compile_s` (this trial's wait),
 `build_s` (what the config's binary cost to build, also when another trial built it) and `bench_s`, so an
-ASHA scheduler over `rung` can stop a poor config after a cheap rung. A rung the Broker capped (two runs over 10x
+ASHA scheduler over `rung` can stop a poor config after a cheap rung. A rung the Broker capped (its first runs over 10x
 the best latency its problem has seen, timing.median_ms) ends the trial: it is stopped early whatever the
 scheduler. An invalid config (compile error, over the compile time limit, OutOfResources, wrong or NaN output)
 reports `status: invalid`, `tflops: 0` and ends; a config that kills its benchmark actor reports `status: error`
