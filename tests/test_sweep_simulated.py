@@ -96,6 +96,12 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
     s = json.loads((out / "summary.json").read_text())
     assert 0 < s["gpu_busy_fraction"] <= 1 and s["overhead_per_trial_s"] >= 0
     assert s["idle_pipeline_s"] + s["idle_compile_bound_s"] + s["lease_run_s"] <= s["tune_wall_s"] * 1.05
+    # Tune's phases are consecutive stretches of its run: they add up to its wall time.
+    ph = s["tune_phases_s"]
+    assert all(v is not None and v >= 0 for v in ph.values())
+    assert sum(ph.values()) == pytest.approx(s["tune_wall_s"], abs=1e-3)
+    # At most 4 trials in flight: Tune ran the 16 trials in at least 4 processes and, reusing them, in fewer than 16.
+    assert 4 <= s["trial_processes"] < 16
     # The two problems are one family (sizes differ): each search's final re-measure adds the other's winner by its
     # rungs when it never measured that config itself (--family-k, default 2), and the winner comes from both.
     best = json.loads((out / "best_configs.json").read_text())["entries"]

@@ -55,6 +55,61 @@ def test_sweep_searcher_state_roundtrip(tmp_path):
     assert [v for _, v in obs] == [3.0, 4.0] and obs[1][0] == cfgs["t2"]["config"]
 
 
+class _SlowHost:
+    """A search host whose suggestions are still being made until `finish()`: as a remote GP mid-fit."""
+
+    def __init__(self, searcher, name):
+        self.searcher, self.name, self.asks, self.fast = searcher, name, [], False
+
+    def ask(self, inner):
+        class Ask:
+            value = None
+
+            def ready(self):
+                return self.value is not None
+
+        a = Ask()
+        self.asks.append((inner, a))
+        if self.fast:
+            self.finish()
+        return a
+
+    def finish(self):
+        for inner, a in self.asks:
+            a.value = a.value or self.searcher.suggest(inner)
+
+    def tell(self, inner, result, error):
+        self.searcher.on_trial_complete(inner, result, error=error)
+
+
+def test_a_trial_asked_for_while_no_config_is_made_is_handed_out_deferred():
+    """Remote searches whose next configs are still being made: Tune gets a trial at once, its config deferred to
+    the trial's process (which takes it from the search actor by name and inner id), not None; one search's
+    deferred trials count toward its share like any."""
+    s = _sweep(budget=3, conc=1)
+    s.remote = True
+    for i, x in enumerate(s.searches.values()):
+        x.host = _SlowHost(x.searcher, f"search-host-{i}")
+    got = [s.suggest(f"t{i}") for i in range(3)]
+    assert [g["search"] for g in got[:2]] == ["CPU/0", "CPU/1"] and got[2] is None  # each search's share is 1
+    for g, host in zip(got[:2], ("search-host-0", "search-host-1"), strict=True):
+        assert "config" not in g and g["deferred"]["host"] == host
+    assert s.n_deferred == 2
+    for x in s.searches.values():
+        x.host.finish()  # the actors make the configs the trials take
+    t0 = s.searches["CPU/0"].host.asks[0][1].value
+    assert s.config_of("t0") == t0  # the rows' config of a deferred trial that ended before reporting it
+    s.on_trial_complete("t0", {"status": "ok", "tflops": 5.0, "config": got[0]})
+    assert s.searches["CPU/0"].searcher.observations == [(t0, 5.0)]
+    nxt = s.suggest("t3")  # CPU/0's next config is asked now and not made yet: deferred again
+    assert nxt["search"] == "CPU/0" and nxt["deferred"]["inner"] == s.searches["CPU/0"].host.asks[1][0]
+    s.searches["CPU/1"].host.fast = True  # a search whose next config is made when Tune asks: given directly
+    s.on_trial_complete("t1", {"status": "ok", "tflops": 1.0, "config": got[1]})
+    nxt = s.suggest("t4")
+    assert nxt["search"] == "CPU/1" and nxt["config"] == s.searches["CPU/1"].host.asks[1][1].value
+    assert s.n_deferred == 3
+
+
 def test_per_search_scheduler_is_per_search():
     sch = PerSearchScheduler(max_t=3)
 
@@ -285,15 +340,19 @@ def test_pre_started_search_hosts_serve_the_searches_in_order():
         got: dict[str, list] = {"CPU/0": [], "CPU/1": []}
         deadline = time.time() + 60
         while sum(map(len, got.values())) < 4 and time.time() < deadline:
-            g = s.suggest(f"t{sum(map(len, got.values()))}")
-            if g:
-                got[g["search"]].append(g["config"])
+            tid = f"t{sum(map(len, got.values()))}"
+            g = s.suggest(tid)
+            if g:  # handed out deferred when its config was still being made: the trial takes it from the actor
+                cfg = g.get("config") or ray.get(ray.get_actor(g["deferred"]["host"]).take.remote(
+                    g["deferred"]["inner"]))
+                assert cfg == (g.get("config") or s.config_of(tid))
+                got[g["search"]].append(cfg)
             else:
                 time.sleep(0.05)
         local = _sweep()
         want = {k: [x.searcher.suggest(f"l{i}") for i in range(2)] for k, x in local.searches.items()}
         assert got == want
-        assert not s.hosts and {x.host.actor for x in s.searches.values()} == set(hosts)
+        assert [x.host.actor for x in s.searches.values()] == [a for a, _ in hosts]
     finally:
         ray.shutdown()
 

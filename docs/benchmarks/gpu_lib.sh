@@ -6,6 +6,9 @@
 #   precompile TIMEOUT NAME...           every config a Llama search may propose built into one Triton cache
 #                                        (warm_cache.py, 31 processes), copied to each sweep NAME's cache
 #                                        (run those with KEEP_CACHE=1);
+#   paired NAME TIMEOUT GPUS PER_GPU     a Llama sweep (31 compile processes, no baselines) on CUDA_VISIBLE_DEVICES=GPUS
+#                                        with PER_GPU trials per GPU, on a copy of precompile's cache, the host
+#                                        cleared first, `vmstat -t 1` beside it in $OUT/vmstat_NAME.txt;
 #   clear_host                           stops what a sweep cut by its time limit leaves behind;
 #   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
 #                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD).
@@ -41,6 +44,15 @@ precompile() {  # precompile TIMEOUT NAME...
     docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
     | tee "$OUT/warm_cache.log"
   for n in "$@"; do rm -rf "/tmp/triton-$n"; cp -r /tmp/triton-full "/tmp/triton-$n"; done
+}
+paired() {  # paired NAME TIMEOUT GPUS PER_GPU
+  local name=$1 limit=$2 gpus=$3 per=$4
+  rm -rf "/tmp/triton-$name"; cp -r /tmp/triton-full "/tmp/triton-$name"
+  clear_host
+  vmstat -t 1 > "$OUT/vmstat_$name.txt" & local vm=$!
+  KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=$gpus llama "$name" "$limit" --compile-workers 31 --trials-per-gpu "$per" \
+    --no-baselines
+  kill "$vm"
 }
 clear_host() {  # what a sweep cut by its time limit leaves: Ray's processes and the compile pool's workers
   python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1; pkill -9 -f multiprocessing.spawn; sleep 2

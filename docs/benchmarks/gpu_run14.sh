@@ -17,16 +17,6 @@
 RUN=run14 PART=${PART:-inflight}
 source docs/benchmarks/gpu_lib.sh
 
-paired() {  # paired NAME TIMEOUT GPUS PER_GPU: a Llama sweep on a copy of the precompiled cache, with vmstat beside
-  local name=$1 limit=$2 gpus=$3 per=$4
-  rm -rf "/tmp/triton-$name"; cp -r /tmp/triton-full "/tmp/triton-$name"
-  clear_host
-  vmstat -t 1 > "$OUT/vmstat_$name.txt" & local vm=$!
-  KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=$gpus llama "$name" "$limit" --compile-workers 31 --trials-per-gpu "$per" \
-    --no-baselines
-  kill "$vm"
-}
-
 case $PART in
   inflight)
     precompile 150

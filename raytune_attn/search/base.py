@@ -98,6 +98,11 @@ class DiscreteSearcher(StatefulSearcher):
         self._obs.append((i, value))
         self._observe(i, value)
 
+    def config_of(self, trial_id: str) -> dict[str, Any] | None:
+        """The config suggested as `trial_id` while it is in flight, else None."""
+        i = self._live.get(trial_id)
+        return None if i is None else dict(self.candidates[i])
+
     def cancel(self, trial_id: str) -> None:
         """Forget a suggestion that never ran (a sweep's prefetched suggestion left over at a resume): its config
         is free again and no longer counts as in flight."""

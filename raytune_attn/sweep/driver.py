@@ -294,7 +294,8 @@ def run(args) -> dict:
         progress = Progress({s.key: s.budget for s in searches}, done=done_before)
         meta = {"sweep_id": name, "sweep_name": name, "searcher": args.searcher, "seed": args.seed}
         state = SweepState(out_dir=out, n_rungs=len(rungs_ms), provenance=prov, meta=meta, progress=progress,
-                           tracker=tracker, handles=handles, brokers=brokers, t0=t0)
+                           tracker=tracker, handles=handles, brokers=brokers, t0=t0,
+                           config_of=searcher.config_of if searcher is not None else None)
         callback = state.register(name)
 
         # Tune's default per-trial CSV/JSON/TensorBoard loggers write files on every report: ours are the Parquet
@@ -323,7 +324,8 @@ def run(args) -> dict:
                                           failure_config=tune.FailureConfig(max_failures=0)),
             )
         grid = tuner.fit()
-        fit_wall = time.time() - t_fit
+        t_return = time.time()
+        fit_wall = t_return - t_fit
         lanes = {accel: ray.get(b.stats.remote()) for accel, b in brokers.items()}
         firsts = [ray.get(b.firsts.remote()) for b in brokers.values()]
         # Tune's start-up: from fit() to the first trial reaching a broker, and to the first rung on a GPU.
@@ -364,6 +366,9 @@ def run(args) -> dict:
         summary = _summary(name, out, df, searches, stats, lanes, fit_busy, fit_wall, time.time() - t0, cpu_mode,
                            args, hms)
         summary["tune_to_first_trial_s"], summary["tune_to_first_rung_s"] = startup["assign"], startup["rung"]
+        summary["tune_phases_s"] = state.phases(t_fit, t_return)
+        summary["trial_processes"] = len(state.pids)  # distinct trial processes that reported (actor reuse)
+        summary["trials_deferred"] = searcher.n_deferred if searcher is not None else None
         summary["rungs_capped"] = sum(f["capped"] for f in firsts)
         summary["rungs_requeued"] = sum(f.get("requeued", 0) for f in firsts)  # queued behind a crash, run again
         summary["actor_info"] = infos

@@ -3,15 +3,23 @@
 `SweepSearcher` owns one `make_searcher(...)` searcher per search and interleaves their suggestions, so the GPUs
 of every accelerator type stay busy with all problems' trials at once. A trial's config is
 `{"search": key, "accel": X, "problem": {...}, "config": {knobs}, "sweep": {...}}`; results go back to the search
-that suggested it. `PerSearchScheduler` keeps one ASHA scheduler per search, so early stopping only ever compares
-a config with configs of the same problem on the same accelerator type.
+that suggested it. When Tune asks for a trial and no search's next config is computed yet (GP fits run in the search
+actors), the trial is handed out at once with `"deferred": {"host", "inner"}` in place of `"config"`: its process
+takes the config from its search's actor when it starts (`take_config`). Tune then always has a trial to start when
+one ends, and keeps that trial's process for it: a `None` here made Tune stop finished trials' processes and start
+new ones (about 3 CPU-seconds each) once the suggestions came, and the ones it started and then did not need
+delayed Tune's end by up to 5 s while they booted.
+`PerSearchScheduler` keeps one ASHA scheduler per search, so early stopping only ever compares a config with configs
+of the same problem on the same accelerator type.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
+import ray
 from ray import cloudpickle
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
@@ -69,24 +77,26 @@ class _Pending:
         self.ref = ref
 
     def ready(self) -> bool:
-        import ray
-
         return bool(ray.wait([self.ref], timeout=0)[0])
 
     @property
     def value(self):
-        import ray
-
         return ray.get(self.ref)
 
 
-def _host_actor(**kwargs):
-    """A SearchHost actor on this node (the driver's: its calls are the Tune loop's)."""
-    import ray
+def host_name(index: int) -> str:
+    """The Ray name of the search actor of the sweep's `index`-th search (in the sweep's namespace): a trial handed
+    out deferred finds it by this name, also after a resume, whose new actor of that search takes the same name."""
+    return f"search-host-{index}"
+
+
+def _host_actor(name: str, **kwargs):
+    """A SearchHost actor on this node (the driver's: its calls are the Tune loop's), named `name`."""
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=True)
-    return ray.remote(num_cpus=0, max_restarts=0)(SearchHost).options(scheduling_strategy=here).remote(**kwargs)
+    cls = ray.remote(num_cpus=0, max_restarts=0, concurrency_groups={"take": 1})(SearchHost)
+    return cls.options(scheduling_strategy=here, name=name).remote(**kwargs), name
 
 
 def start_hosts(n: int) -> list:
@@ -94,8 +104,9 @@ def start_hosts(n: int) -> list:
 
     A search actor's start is a process, then numpy, scipy, scikit-learn and scikit-optimize imported. Started right
     after Ray, it overlaps the GPU actors' (torch, the CUDA context), and each then only unpickles its searcher
-    (`load`): in run 11 all 15 had their first suggestion 0.2 s after the GPU actors were up."""
-    return [_host_actor() for _ in range(n)]
+    (`load`): in run 11 all 15 had their first suggestion 0.2 s after the GPU actors were up. The i-th, (actor,
+    name), serves the sweep's i-th search."""
+    return [_host_actor(host_name(i)) for i in range(n)]
 
 
 class _Remote:
@@ -104,12 +115,13 @@ class _Remote:
     Calls from this driver reach the actor in order, so a suggestion asked after a result was told sees it (and
     a pre-started host's `load` runs before the first suggestion)."""
 
-    def __init__(self, searcher, speculator=None, actor=None):
-        if actor is None:
-            self.actor = _host_actor(searcher_pickle=cloudpickle.dumps(searcher), speculator=speculator)
+    def __init__(self, searcher, name: str, speculator=None, host=None):
+        if host is None:
+            self.actor, self.name = _host_actor(name, searcher_pickle=cloudpickle.dumps(searcher),
+                                                speculator=speculator)
         else:
-            self.actor = actor
-            actor.load.remote(cloudpickle.dumps(searcher), speculator)
+            self.actor, self.name = host
+            self.actor.load.remote(cloudpickle.dumps(searcher), speculator)
 
     def ask(self, inner_id: str):
         return _Pending(self.actor.suggest.remote(inner_id))
@@ -129,6 +141,10 @@ class SearchHost:
 
     def __init__(self, searcher_pickle: bytes | None = None, speculator=None):
         self.searcher, self.speculator = None, None
+        # `take` runs on its own thread (concurrency group "take"), beside the calls from the driver, which stay in
+        # order on the actor's main thread: a trial waits for its config only, not behind the next fit.
+        self._lock = threading.Lock()
+        self._made: dict[str, threading.Event] = {}
         if searcher_pickle is None:
             # Started ahead of its searcher (start_hosts): import what unpickling a GP searcher needs now.
             import raytune_attn.search.gp  # noqa: F401
@@ -140,8 +156,13 @@ class SearchHost:
         self.searcher = cloudpickle.loads(searcher_pickle)
         self.speculator = speculator  # prefetch.Speculator: compiles what this search is about to ask for
 
+    def _event(self, inner_id: str) -> threading.Event:
+        with self._lock:
+            return self._made.setdefault(inner_id, threading.Event())
+
     def suggest(self, inner_id: str):
         cfg = self.searcher.suggest(inner_id)
+        self._event(inner_id).set()
         if self.speculator is not None and isinstance(cfg, dict):
             likely = getattr(self.searcher, "likely_next", None)
             try:
@@ -152,9 +173,24 @@ class SearchHost:
 
     def tell(self, inner_id: str, result: dict, error: bool) -> None:
         self.searcher.on_trial_complete(inner_id, result, error=error)
+        with self._lock:
+            self._made.pop(inner_id, None)
 
     def cancel(self, inner_id: str) -> None:
         self.searcher.cancel(inner_id)
+
+    @ray.method(concurrency_group="take")
+    def take(self, inner_id: str, timeout_s: float = 600.0):
+        """The config suggested as `inner_id`, for the trial it was handed to deferred (see the module doc). The
+        driver asked for it before handing the trial out: wait until it is made. A resumed sweep's searcher holds it
+        in flight already."""
+        searcher = self.searcher
+        cfg = searcher.config_of(inner_id) if searcher is not None else None
+        if cfg is None and self._event(inner_id).wait(timeout_s):
+            cfg = self.searcher.config_of(inner_id)
+        with self._lock:
+            self._made.pop(inner_id, None)
+        return cfg
 
     def get_state(self) -> dict:
         return self.searcher.get_state()
@@ -167,7 +203,7 @@ class SweepSearcher(StatefulSearcher):
     def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max",
                  remote: bool = False, speculators: dict | None = None, hosts: list | None = None):
         super().__init__(metric=metric, mode=mode)
-        self.hosts = list(hosts or [])  # pre-started SearchHost actors (start_hosts), taken one per search
+        self.hosts = list(hosts or [])  # pre-started SearchHost actors (start_hosts), the i-th for the i-th search
         self.speculators = dict(speculators or {})  # search key -> prefetch.Speculator (remote hosts only)
         self.searches = {s.key: s for s in searches}
         self.order = [s.key for s in searches]
@@ -175,6 +211,8 @@ class SweepSearcher(StatefulSearcher):
         self.remote = remote
         self.trial_search: dict[str, str] = {}
         self.inner_id: dict[str, str] = {}  # Tune trial id -> the id its search's searcher knows it by
+        self.deferred: dict[str, Any] = {}  # Tune trial id -> the ask of a config handed out deferred
+        self.n_deferred = 0
         self._rr = 0
 
     def __getstate__(self):
@@ -184,6 +222,7 @@ class SweepSearcher(StatefulSearcher):
                              for k, s in self.searches.items()}
         state["speculators"] = {}
         state["hosts"] = []
+        state["deferred"] = {}
         return state
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -199,7 +238,9 @@ class SweepSearcher(StatefulSearcher):
     def _host(self, s: Search):
         if s.host is None:
             if self.remote:
-                s.host = _Remote(s.searcher, self.speculators.get(s.key), self.hosts.pop() if self.hosts else None)
+                i = self.order.index(s.key)
+                s.host = _Remote(s.searcher, host_name(i), self.speculators.get(s.key),
+                                 self.hosts[i] if i < len(self.hosts) else None)
             else:
                 s.host = _Local(s.searcher)
         return s.host
@@ -222,8 +263,6 @@ class SweepSearcher(StatefulSearcher):
         refs = [s.pending[1].ref for s in self.searches.values() if s.pending and isinstance(s.pending[1], _Pending)]
         if not refs:
             return 0
-        import ray
-
         _, rest = ray.wait(refs, num_returns=len(refs), timeout=timeout_s)
         return len(rest)
 
@@ -236,6 +275,7 @@ class SweepSearcher(StatefulSearcher):
         # Searches of one accelerator type share its GPUs: hand out in turn, one suggestion at a time, so that
         # each search keeps at most its own share of trials in flight (a search's concurrency is its GPUs' share).
         n = len(self.order)
+        late = None  # the first open search whose next config is still being made
         for k in range(n):
             s = self.searches[self.order[(self._rr + k) % n]]
             if not self._open(s):
@@ -244,26 +284,46 @@ class SweepSearcher(StatefulSearcher):
                 self._ask(s)
             inner, ask = s.pending
             if not ask.ready():
+                late = late if late is not None else k
                 continue  # its model is still fitting: another search's trial goes first
-            s.pending = None
             cfg = ask.value
             if cfg == Searcher.FINISHED:
-                s.finished = True
+                s.pending, s.finished = None, True
                 continue
             if cfg is None:
+                s.pending = None
                 continue
-            self._rr = (self._rr + k + 1) % n
-            s.suggested += 1
-            s.live.add(trial_id)
-            self.trial_search[trial_id] = s.key
-            self.inner_id[trial_id] = inner
-            if self.remote and self._open(s):
-                self._ask(s)  # the next one, computed while this trial runs
-            return {"search": s.key, "accel": s.accel, "problem": dict(s.problem), "config": dict(cfg),
-                    "sweep": dict(self.sweep_spec)}
+            return self._hand_out(trial_id, s, k, {"config": dict(cfg)})
+        if late is not None and self.remote:
+            # No search has a config ready: hand the late one's out deferred (the module doc says why).
+            s = self.searches[self.order[(self._rr + late) % n]]
+            inner, ask = s.pending
+            self.deferred[trial_id] = ask
+            self.n_deferred += 1
+            return self._hand_out(trial_id, s, late, {"deferred": {"host": s.host.name, "inner": inner}})
         if self._done():
             return Searcher.FINISHED
         return None
+
+    def _hand_out(self, trial_id: str, s: Search, k: int, what: dict) -> dict:
+        inner, _ = s.pending
+        s.pending = None
+        self._rr = (self._rr + k + 1) % len(self.order)
+        s.suggested += 1
+        s.live.add(trial_id)
+        self.trial_search[trial_id] = s.key
+        self.inner_id[trial_id] = inner
+        if self.remote and self._open(s):
+            self._ask(s)  # the next one, computed while this trial runs
+        return {"search": s.key, "accel": s.accel, "problem": dict(s.problem), **what, "sweep": dict(self.sweep_spec)}
+
+    def config_of(self, trial_id: str) -> dict | None:
+        """The knobs of a trial handed out deferred (its search actor made them); None when unknown here."""
+        ask = self.deferred.get(trial_id)
+        if ask is None:
+            return None
+        cfg = ask.value
+        return dict(cfg) if isinstance(cfg, dict) else None
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         key = self.trial_search.get(trial_id)
@@ -276,8 +336,10 @@ class SweepSearcher(StatefulSearcher):
             s.live.discard(trial_id)
             s.completed += 1
         inner = dict(result or {})
-        if isinstance(inner.get("config"), dict) and "config" in inner["config"]:
-            inner["config"] = inner["config"]["config"]
+        if isinstance(inner.get("config"), dict):
+            # The searcher knows the trial by its inner id; a deferred trial's config holds no knobs.
+            inner["config"] = inner["config"].get("config") or self.config_of(trial_id) or {}
+        self.deferred.pop(trial_id, None)
         self._host(s).tell(self.inner_id.pop(trial_id, trial_id), inner, error)
 
     # ---- state (Tune saves it with the experiment; Tuner.restore brings it back) ---------------------------------
@@ -287,8 +349,6 @@ class SweepSearcher(StatefulSearcher):
         refs = {k: s.host.state_ref() for k, s in self.searches.items() if isinstance(s.host, _Remote)}
         got = {}
         if refs:
-            import ray
-
             got = dict(zip(refs, ray.get(list(refs.values())), strict=True))
         return {
             # A search without a remote host holds its searcher here (a local host wraps this same object).
