@@ -110,6 +110,19 @@ def test_a_trial_asked_for_while_no_config_is_made_is_handed_out_deferred():
     assert s.n_deferred == 3
 
 
+def test_a_deferred_trial_goes_to_the_search_asked_longest_ago():
+    """Its trial holds a slot until its config is made: of the late searches, the one whose model has been fitting
+    longest is the likeliest to answer first."""
+    s = _sweep(budget=3, conc=1)
+    s.remote = True
+    for i, (x, since) in enumerate(zip(s.searches.values(), (5.0, 1.0), strict=True)):
+        x.host = _SlowHost(x.searcher, f"search-host-{i}")
+        x.pending = (f"{x.key}#1", x.host.ask(f"{x.key}#1"))
+        x.pending[1].since = since
+    g = s.suggest("t0")
+    assert g["search"] == "CPU/1" and g["deferred"] == {"host": "search-host-1", "inner": "CPU/1#1"}
+
+
 def test_per_search_scheduler_is_per_search():
     sch = PerSearchScheduler(max_t=3)
 

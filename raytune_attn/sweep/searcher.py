@@ -16,6 +16,7 @@ of the same problem on the same accelerator type.
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,6 +76,7 @@ class _Local:
 class _Pending:
     def __init__(self, ref):
         self.ref = ref
+        self.since = time.monotonic()  # when asked: the longest-fitting search is the likeliest to answer next
 
     def ready(self) -> bool:
         return bool(ray.wait([self.ref], timeout=0)[0])
@@ -275,7 +277,7 @@ class SweepSearcher(StatefulSearcher):
         # Searches of one accelerator type share its GPUs: hand out in turn, one suggestion at a time, so that
         # each search keeps at most its own share of trials in flight (a search's concurrency is its GPUs' share).
         n = len(self.order)
-        late = None  # the first open search whose next config is still being made
+        late = None  # of the open searches whose next config is still being made, the one asked longest ago
         for k in range(n):
             s = self.searches[self.order[(self._rr + k) % n]]
             if not self._open(s):
@@ -284,7 +286,8 @@ class SweepSearcher(StatefulSearcher):
                 self._ask(s)
             inner, ask = s.pending
             if not ask.ready():
-                late = late if late is not None else k
+                if late is None or getattr(ask, "since", 0.0) < late[1]:
+                    late = (k, getattr(ask, "since", 0.0))
                 continue  # its model is still fitting: another search's trial goes first
             cfg = ask.value
             if cfg == Searcher.FINISHED:
@@ -295,7 +298,9 @@ class SweepSearcher(StatefulSearcher):
                 continue
             return self._hand_out(trial_id, s, k, {"config": dict(cfg)})
         if late is not None and self.remote:
-            # No search has a config ready: hand the late one's out deferred (the module doc says why).
+            # No search has a config ready: hand the late one's out deferred (the module doc says why). Its trial
+            # holds a slot until the config is made, so pick the search whose model has been fitting longest.
+            late = late[0]
             s = self.searches[self.order[(self._rr + late) % n]]
             inner, ask = s.pending
             self.deferred[trial_id] = ask
