@@ -379,6 +379,11 @@ class SweepSearcher(StatefulSearcher):
         self.trial_search = dict(state["trial_search"])
         self.inner_id = dict(state.get("inner_id", {}))
         self._rr = state["rr"]
+        if self.remote:
+            # A trial handed out deferred and not finished before the interruption runs again and takes its config
+            # from its search's actor by name: every search gets its (new) actor now, not when next asked.
+            for s in self.searches.values():
+                self._host(s)
 
 
 class PerSearchScheduler(FIFOScheduler):
