@@ -9,7 +9,7 @@
 #                 two-GPU sweep ran 18.3 configs/s mid-sweep against run 14's 20.7-21.5), with `top` every 5 s beside
 #                 the 24-per-GPU sweep: call 1's collapsed again with 44 trial processes for 48 in flight, so not
 #                 from Tune starting new ones.
-# Call 1 (at 630d821) ran PART=deferred.
+# Call 1 (at 630d821) ran PART=deferred, call 2 (at 0a91fb5) PART=deferred2.
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run15.sh
 RUN=run15 PART=${PART:-deferred}
