@@ -101,6 +101,7 @@ def test_a_trial_asked_for_while_no_config_is_made_is_handed_out_deferred():
     assert s.config_of("t0") == t0  # the rows' config of a deferred trial that ended before reporting it
     s.on_trial_complete("t0", {"status": "ok", "tflops": 5.0, "config": got[0]})
     assert s.searches["CPU/0"].searcher.observations == [(t0, 5.0)]
+    assert s.config_of("t0") == t0  # still known to the callbacks, which Tune calls after the searcher
     nxt = s.suggest("t3")  # CPU/0's next config is asked now and not made yet: deferred again
     assert nxt["search"] == "CPU/0" and nxt["deferred"]["inner"] == s.searches["CPU/0"].host.asks[1][0]
     s.searches["CPU/1"].host.fast = True  # a search whose next config is made when Tune asks: given directly

@@ -213,8 +213,9 @@ class SweepSearcher(StatefulSearcher):
         self.remote = remote
         self.trial_search: dict[str, str] = {}
         self.inner_id: dict[str, str] = {}  # Tune trial id -> the id its search's searcher knows it by
-        self.deferred: dict[str, Any] = {}  # Tune trial id -> the ask of a config handed out deferred
-        self.n_deferred = 0
+        # Tune trial id -> the ask of a config handed out deferred, its knobs once the trial is complete: Tune tells
+        # the searcher before its callbacks, and the results row of a trial that never reported its knobs needs them.
+        self.deferred: dict[str, Any] = {}
         self._rr = 0
 
     def __getstate__(self):
@@ -300,12 +301,11 @@ class SweepSearcher(StatefulSearcher):
         if late is not None and self.remote:
             # No search has a config ready: hand the late one's out deferred (the module doc says why). Its trial
             # holds a slot until the config is made, so pick the search whose model has been fitting longest.
-            late = late[0]
-            s = self.searches[self.order[(self._rr + late) % n]]
+            k = late[0]
+            s = self.searches[self.order[(self._rr + k) % n]]
             inner, ask = s.pending
             self.deferred[trial_id] = ask
-            self.n_deferred += 1
-            return self._hand_out(trial_id, s, late, {"deferred": {"host": s.host.name, "inner": inner}})
+            return self._hand_out(trial_id, s, k, {"deferred": {"host": s.host.name, "inner": inner}})
         if self._done():
             return Searcher.FINISHED
         return None
@@ -322,12 +322,19 @@ class SweepSearcher(StatefulSearcher):
             self._ask(s)  # the next one, computed while this trial runs
         return {"search": s.key, "accel": s.accel, "problem": dict(s.problem), **what, "sweep": dict(self.sweep_spec)}
 
+    @property
+    def n_deferred(self) -> int:
+        return len(self.deferred)
+
     def config_of(self, trial_id: str) -> dict | None:
         """The knobs of a trial handed out deferred (its search actor made them); None when unknown here."""
         ask = self.deferred.get(trial_id)
-        if ask is None:
+        if ask is None or isinstance(ask, dict):
+            return ask
+        try:
+            cfg = ask.value
+        except ray.exceptions.RayError:  # its search actor died: the trial errors on its own
             return None
-        cfg = ask.value
         return dict(cfg) if isinstance(cfg, dict) else None
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
@@ -341,10 +348,11 @@ class SweepSearcher(StatefulSearcher):
             s.live.discard(trial_id)
             s.completed += 1
         inner = dict(result or {})
+        if trial_id in self.deferred:
+            self.deferred[trial_id] = self.config_of(trial_id) or {}
         if isinstance(inner.get("config"), dict):
             # The searcher knows the trial by its inner id; a deferred trial's config holds no knobs.
             inner["config"] = inner["config"].get("config") or self.config_of(trial_id) or {}
-        self.deferred.pop(trial_id, None)
         self._host(s).tell(self.inner_id.pop(trial_id, trial_id), inner, error)
 
     # ---- state (Tune saves it with the experiment; Tuner.restore brings it back) ---------------------------------

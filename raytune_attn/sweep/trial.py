@@ -61,7 +61,6 @@ def run_trial(config: dict) -> None:
         if not isinstance(cfg, dict):
             return finish("error", f"its search had no config left to give ({cfg!r})")
         base["knobs_json"] = json.dumps(cfg)  # the rows' config: Tune's trial config holds none
-        base["take_s"] = time.time() - t_start
     broker = _broker(spec["namespace"], accel)
 
     idx, compiler = ray.get(broker.assign.remote(trial_id))
