@@ -1,7 +1,8 @@
 # Shared by the GPU run scripts from run 10 on (source it from the repository root, with RUN set): unpacks the GPU
 # bundle, records the machine in $OUT/env.txt, and defines
 #   sweep NAME TIMEOUT PROBLEMS [flags]  a `raytune-attn tune` with its own cold Triton cache (KEEP_CACHE=1: the
-#                                        cache at /tmp/triton-NAME as it is), its files tarred to $OUT at its end;
+#                                        cache at /tmp/triton-NAME as it is), its files tarred to $OUT at its end
+#                                        (PROFILE=FILE: the driver under cProfile, written to FILE);
 #   llama NAME TIMEOUT [flags]           the Llama-3-8B prefill GP sweep (study space, budget 30, 24 trials per GPU);
 #   precompile TIMEOUT NAME...           every config a Llama search may propose built into one Triton cache
 #                                        (warm_cache.py, 31 processes), copied to each sweep NAME's cache
@@ -24,7 +25,7 @@ cat "$OUT/env.txt"
 sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
   local name=$1 limit=$2 problems=$3; shift 3
   [ "${KEEP_CACHE:-0}" = 1 ] || rm -rf /tmp/triton-$name
-  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn tune --problems "$problems" \
+  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 ${PROFILE:+-m cProfile -o "$PROFILE"} -m raytune_attn tune --problems "$problems" \
     --name "$name" --out "/tmp/$name" --tracking-uri "sqlite:////tmp/$name.db" "$@" > "/tmp/$name.log" 2>&1
   echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
   mkdir -p "/tmp/pack/$name"; cp "/tmp/$name.log" "/tmp/$name/summary.json" "/tmp/$name/trials.parquet" \

@@ -369,6 +369,7 @@ def run(args) -> dict:
         summary["tune_phases_s"] = state.phases(t_fit, t_return)
         summary["trial_processes"] = len(state.pids)  # distinct trial processes that reported (actor reuse)
         summary["trials_deferred"] = searcher.n_deferred if searcher is not None else None
+        summary["state_saves_s"] = [round(x, 3) for x in searcher.saves_s] if searcher is not None else None
         summary["rungs_capped"] = sum(f["capped"] for f in firsts)
         summary["rungs_requeued"] = sum(f.get("requeued", 0) for f in firsts)  # queued behind a crash, run again
         summary["actor_info"] = infos

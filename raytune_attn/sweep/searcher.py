@@ -216,6 +216,7 @@ class SweepSearcher(StatefulSearcher):
         # Tune trial id -> the ask of a config handed out deferred, its knobs once the trial is complete: Tune tells
         # the searcher before its callbacks, and the results row of a trial that never reported its knobs needs them.
         self.deferred: dict[str, Any] = {}
+        self.saves_s: list[float] = []  # how long each of Tune's state saves held its loop (get_state)
         self._rr = 0
 
     def __getstate__(self):
@@ -226,6 +227,7 @@ class SweepSearcher(StatefulSearcher):
         state["speculators"] = {}
         state["hosts"] = []
         state["deferred"] = {}
+        state["saves_s"] = []
         return state
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
@@ -359,10 +361,12 @@ class SweepSearcher(StatefulSearcher):
     def get_state(self) -> dict:
         # Tune saves this every 10 s or more from its loop. Each search actor answers after the model fit it is
         # running (0.3-1.5 s): asked all at once, the loop waits for the slowest, not for the sum of 15.
+        t0 = time.monotonic()
         refs = {k: s.host.state_ref() for k, s in self.searches.items() if isinstance(s.host, _Remote)}
         got = {}
         if refs:
             got = dict(zip(refs, ray.get(list(refs.values())), strict=True))
+        self.saves_s.append(time.monotonic() - t0)
         return {
             # A search without a remote host holds its searcher here (a local host wraps this same object).
             "searches": {k: {"state": got[k] if k in got else s.searcher.get_state(),

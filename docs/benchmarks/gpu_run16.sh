@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Sixteenth run. Each PART is one device call of at most 10 minutes.
+#   PART=profile (nvidia-h200-x2) issue 4's two-GPU speed-up: where the driver's Tune loop spends its time. The Llama
+#                sweep on copies of one precompiled Triton cache, 31 compile processes, no baselines, the host cleared
+#                between sweeps, vmstat beside each: one GPU then two with 16 trials per GPU (the summary now lists
+#                how long each of Tune's state saves held its loop, state_saves_s), then the two-GPU sweep again
+#                with the driver under cProfile (Tune's loop is the driver's main thread).
+# Run from a snapshot of the commit (git archive HEAD):
+#   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run16.sh
+RUN=run16 PART=${PART:-profile}
+source docs/benchmarks/gpu_lib.sh
+
+tune_phases() {  # tune_phases NAME: where Tune's time went, from the sweep's summary
+  python3 -c "import json; s = json.load(open('/tmp/$1/summary.json')); print('$1', {k: s.get(k) for k in \
+('tune_wall_s', 'configs_per_s', 'gpu_busy_fraction', 'tune_phases_s', 'trial_processes', 'trials_deferred', \
+'state_saves_s')})"
+}
+
+loop_profile() {  # loop_profile FILE: the driver's profile, by cumulative and own time
+  python3 -c "import pstats; p = pstats.Stats('$1'); p.sort_stats('cumulative').print_stats(60); \
+p.sort_stats('tottime').print_stats(30)" | cut -c1-220 > "$1.txt"; head -80 "$1.txt"
+}
+
+case $PART in
+  profile)
+    precompile 150
+    paired llama-1gpu-16 150 0 16; tune_phases llama-1gpu-16
+    paired llama-2gpu-16 120 0,1 16; tune_phases llama-2gpu-16
+    PROFILE=$OUT/prof_llama-2gpu-16p.out paired llama-2gpu-16p 120 0,1 16; tune_phases llama-2gpu-16p
+    loop_profile "$OUT/prof_llama-2gpu-16p.out" ;;
+esac
