@@ -490,6 +490,12 @@ def test_simulated_gpu_spends_one_run_on_a_rung_over_the_cap_by_more_than_a_stal
     near = sim.run(flops, cfg, 1, 5.0, False, cap_ms=12.5)  # over by 2.5 ms: a second run confirms
     assert over["capped"] and over["bench_s"] == pytest.approx(15.0 / 1e3)
     assert near["capped"] and near["bench_s"] == pytest.approx(30.0 / 1e3)
+    # Rung 1 checks the output first, which is the kernel's first run: far over the cap, that run is all it costs
+    # (BenchActor.run stops there); a check near the cap is followed by the two runs of a capped rung.
+    first = sim.run(flops, cfg, 1, 5.0, True, cap_ms=2.5)
+    near_first = sim.run(flops, cfg, 1, 5.0, True, cap_ms=12.5)
+    assert first["capped"] and first["bench_s"] == pytest.approx(15.0 / 1e3)
+    assert near_first["capped"] and near_first["bench_s"] == pytest.approx(45.0 / 1e3)
 
 
 def test_speculator_queues_the_suggestion_then_at_most_cap_likely_configs_once_each():

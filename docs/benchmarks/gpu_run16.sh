@@ -5,6 +5,11 @@
 #                between sweeps, vmstat beside each: one GPU then two with 16 trials per GPU (the summary now lists
 #                how long each of Tune's state saves held its loop, state_saves_s), then the two-GPU sweep again
 #                with the driver under cProfile (Tune's loop is the driver's main thread).
+#   PART=actor   (nvidia-h200-x2) the same pair twice after call 1: MLflow logging moved from a thread of the driver
+#                to its own process (sweep/tracking_host.py: the profile showed it busy all sweep long, 0.13 s a
+#                trial, beside Tune's loop), and a rung-1 check far over the cap stops the rung (actors.py: a 2-second
+#                config cost two runs, 4 s of its GPU).
+# Call 1 (at 075bccd) ran PART=profile, call 2 PART=actor.
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run16.sh
 RUN=run16 PART=${PART:-profile}
@@ -28,4 +33,10 @@ case $PART in
     paired llama-2gpu-16 120 0,1 16; tune_phases llama-2gpu-16
     PROFILE=$OUT/prof_llama-2gpu-16p.out paired llama-2gpu-16p 120 0,1 16; tune_phases llama-2gpu-16p
     loop_profile "$OUT/prof_llama-2gpu-16p.out" ;;
+  actor)
+    precompile 150
+    for r in a b; do
+      paired llama-1gpu-16$r 150 0 16; tune_phases llama-1gpu-16$r
+      paired llama-2gpu-16$r 120 0,1 16; tune_phases llama-2gpu-16$r
+    done ;;
 esac

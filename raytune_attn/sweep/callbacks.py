@@ -1,16 +1,14 @@
 """The driver's Tune callback: every finished trial becomes a results row (written at once, so an interrupted
 sweep loses none), an MLflow child run, and a progress line.
 
-MLflow logging runs on one background thread (`Tracking`): a child run costs 0.1-0.5 s of database commits
-(sqlite), and the Tune loop calls this callback between starting trials, so logging inline would idle the GPUs.
+MLflow logging runs in its own process (`tracking_host.TrackingHost`): a child run costs 0.05-0.2 s of database
+commits (sqlite), and the Tune loop calls this callback between handing rungs' results back to their trials.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import queue
-import threading
 import time
 from pathlib import Path
 
@@ -50,34 +48,6 @@ def row_from_result(trial_id: str, cfg: dict, last: dict | None, n_rungs: int, p
     return results.trial_row(cfg["problem"], knobs, metrics, prov, trial_id=trial_id, **meta)
 
 
-class Tracking:
-    """MLflow calls of the sweep, in order, on one background thread; `drain()` waits for all of them."""
-
-    def __init__(self, tracker):
-        self.tracker = tracker
-        self._q: queue.Queue = queue.Queue()
-        self._thread = threading.Thread(target=self._loop, name="raytune-attn-mlflow", daemon=True)
-        self._thread.start()
-
-    def _loop(self):
-        while True:
-            fn = self._q.get()
-            try:
-                if fn is None:
-                    return
-                fn()
-            except Exception as e:  # noqa: BLE001 - tracking trouble must not stop the sweep
-                print(f"[tune] warning: MLflow logging failed: {e}", flush=True)
-            finally:
-                self._q.task_done()
-
-    def submit(self, fn) -> None:
-        self._q.put(fn)
-
-    def drain(self) -> None:
-        self._q.join()
-
-
 _LIVE: dict[str, SweepState] = {}
 
 
@@ -110,16 +80,14 @@ class SweepCallback(Callback):
 
 class SweepState:
     def __init__(self, *, out_dir: Path, n_rungs: int, provenance: dict, meta: dict, progress: Progress,
-                 tracker=None, handles: dict | None = None, brokers: dict | None = None, t0: float | None = None,
+                 tracker=None, brokers: dict | None = None, t0: float | None = None,
                  config_of=None):
         self.out_dir = Path(out_dir)
         self.n_rungs = n_rungs
         self.provenance = provenance  # accel type -> provenance dict
         self.meta = meta
         self.progress = progress
-        self.tracker = tracker
-        self.tracking = Tracking(tracker) if tracker is not None else None
-        self.handles = handles or {}  # search key -> tracking.SearchHandle
+        self.tracker = tracker  # tracking_host.RemoteTracker, or None
         self.brokers = brokers or {}
         self.config_of = config_of  # trial id -> knobs of a deferred trial (SweepSearcher.config_of), or None
         self.t0 = t0 or time.time()
@@ -158,10 +126,8 @@ class SweepState:
                               self.meta, wall_time_s=time.time() - self.t0, error=error)
         results.write_trials([row], self.out_dir / "trials")
         self.rows.append(row)
-        h = self.handles.get(cfg["search"])
-        if self.tracking is not None and h is not None:
-            rungs = self.rungs.get(trial.trial_id) or None
-            self.tracking.submit(lambda: self.tracker.log_trial(h, row, rung_metrics=rungs))
+        if self.tracker is not None:
+            self.tracker.log_trial(cfg["search"], row, self.rungs.get(trial.trial_id) or None)
         self.progress.trial_done(cfg["search"], row["status"], row["tflops"])
 
     def phases(self, t_fit: float, t_return: float) -> dict:

@@ -258,16 +258,14 @@ def run(args) -> dict:
         by_key = {s.key: s for s in searches}
         concurrency = sum(len(a) for a in actors.values()) * per_gpu
 
-        tracker, handles = None, {}
+        tracker = None
         if not args.no_mlflow:
-            from raytune_attn.tracking import SweepTracker
+            from raytune_attn.sweep.tracking_host import RemoteTracker
 
-            tracker = SweepTracker(name, tracking_uri=args.tracking_uri)
+            tracker = RemoteTracker(name, _tracking_uri(args.tracking_uri))
             settings = {"searcher": args.searcher, "seed": args.seed, "budget": budget, "rungs_ms": args.rungs,
                         "early_stop": not args.no_early_stop, "space": args.space or "auto"}
-            for s in searches:
-                handles[s.key] = tracker.start_search(s.accel, _problem(s.problem), prov[s.accel],
-                                                      settings)
+            tracker.start_searches({s.key: (s.accel, s.problem, prov[s.accel], settings) for s in searches})
         searcher = None if args.resume else SweepSearcher(
             searches, spec, remote=True, speculators=prefetch.speculators(searches, compilers, groups), hosts=hosts)
         if searcher is not None:
@@ -294,7 +292,7 @@ def run(args) -> dict:
         progress = Progress({s.key: s.budget for s in searches}, done=done_before)
         meta = {"sweep_id": name, "sweep_name": name, "searcher": args.searcher, "seed": args.seed}
         state = SweepState(out_dir=out, n_rungs=len(rungs_ms), provenance=prov, meta=meta, progress=progress,
-                           tracker=tracker, handles=handles, brokers=brokers, t0=t0,
+                           tracker=tracker, brokers=brokers, t0=t0,
                            config_of=searcher.config_of if searcher is not None else None)
         callback = state.register(name)
 
@@ -332,8 +330,6 @@ def run(args) -> dict:
         startup = {k: min((f[k] for f in firsts if f[k]), default=t_fit) - t_fit for k in ("assign", "rung")}
         at_fit = [x for acts in actors.values() for x in ray.get([a.stats.remote() for a in acts])]
         fit_busy = sum(x["busy_s"] - x["baseline_s"] for x in at_fit)  # (a resumed sweep's baselines ran before)
-        if state.tracking is not None:
-            state.tracking.drain()
 
         # Rows: those written as trials finished, plus any finished trial whose row an interruption lost.
         rows = results.read_trials(out / "trials").to_dict("records") if (out / "trials").exists() else []
@@ -376,7 +372,8 @@ def run(args) -> dict:
         (out / "summary.json").write_text(json.dumps(summary, indent=1, default=str))
         if tracker is not None:
             for s in searches:
-                _finish_tracking(tracker, handles[s.key], s, df, art_path, results)
+                _finish_tracking(tracker, s, df, art_path, results)
+            tracker.drain()  # every child run and parent run written before the command returns
         print(format_summary(summary), flush=True)
         print(f"[tune] wrote {out / 'trials.parquet'}, {art_path}, {out / 'summary.json'}", flush=True)
         if cpu_mode:
@@ -580,7 +577,15 @@ def _summary(name, out, df, searches, stats, lanes, fit_busy, fit_wall, wall, cp
     }
 
 
-def _finish_tracking(tracker, handle, s, df, art_path, results):
+def _tracking_uri(uri: str | None) -> str:
+    """The tracking URI as the driver sees it (flag, $MLFLOW_TRACKING_URI, else ./mlflow.db made absolute): the
+    tracking actor's working directory is not the driver's."""
+    if uri:
+        return uri
+    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
+
+
+def _finish_tracking(tracker, s, df, art_path, results):
     pk = _problem(s.problem).key
     g = df[(df["accelerator_type"] == s.accel) & (df["problem_key"] == pk)]
     t = g[(g["kind"] == "trial") & (g["status"] == "ok")]
@@ -592,10 +597,7 @@ def _finish_tracking(tracker, handle, s, df, art_path, results):
         best = {"config": results.row_config(b.to_dict()), "tflops": float(b["tflops"]),
                 "latency_ms": float(b["latency_ms"]), "trial_id": str(b["trial_id"])}
     base = {r["impl"]: r["tflops"] for r in g[g["kind"] == "baseline"].to_dict("records")}
-    try:
-        tracker.finish_search(handle, best, base, g, art_path)
-    except Exception as e:  # noqa: BLE001 - tracking trouble must not lose the sweep's files
-        print(f"[tune] warning: MLflow finish failed for {s.key}: {e}", flush=True)
+    tracker.finish_search(s.key, best, base, g, art_path)  # its failure is a warning: the files are written
 
 
 def format_summary(summary: dict) -> str:
