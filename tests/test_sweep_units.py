@@ -636,3 +636,29 @@ def test_broker_blames_the_config_that_killed_the_gpu_worker_not_the_one_queued_
     assert good["status"] == "ok" and later["status"] == "ok"
     assert firsts["requeued"] == 1  # "good" was queued behind the crash and ran again on the new actor
     assert sorted(n for e, n, _ in log if e == "end") == ["good", "later"]
+
+
+def test_scheduler_lets_tune_keep_a_finished_trial_process_for_each_trial_in_flight():
+    """Tune's own cache (Ray's _ObjectCache, as TuneController builds it) keeps one spare process with no trial
+    staged; widened by the scheduler on the first trial, it keeps every finished trial's process for the next."""
+    from types import SimpleNamespace
+
+    from ray.tune.execution.placement_groups import PlacementGroupFactory
+    from ray.tune.utils.object_cache import _ObjectCache
+
+    pgf = PlacementGroupFactory([{"CPU": 0.01}])
+    stock = _ObjectCache(may_keep_one=True)
+    assert [stock.cache_object(pgf, f"p{i}") for i in range(3)] == [True, False, False]
+
+    controller = SimpleNamespace(_actor_cache=_ObjectCache(may_keep_one=True))
+    sch = PerSearchScheduler(max_t=3, keep_processes=4)
+    trial = SimpleNamespace(config={"search": "CPU/a"}, placement_group_factory=pgf, trial_id="t0")
+    sch.on_trial_add(controller, trial)
+    sch.on_trial_add(controller, SimpleNamespace(**{**trial.__dict__, "trial_id": "t1"}))  # widened once only
+    cache = controller._actor_cache
+    assert [cache.cache_object(pgf, f"p{i}") for i in range(6)] == [True] * 4 + [False] * 2  # one per trial in flight
+    assert cache.pop_cached_object(pgf) == "p0"  # the next trial takes a kept process: no new one boots
+    # Without Tune's private cache (another Ray), nothing happens and nothing breaks.
+    sch2 = PerSearchScheduler(max_t=3, keep_processes=4)
+    sch2.on_trial_add(SimpleNamespace(), trial)
+

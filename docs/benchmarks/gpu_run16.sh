@@ -9,7 +9,10 @@
 #                to its own process (sweep/tracking_host.py: the profile showed it busy all sweep long, 0.13 s a
 #                trial, beside Tune's loop), and a rung-1 check far over the cap stops the rung (actors.py: a 2-second
 #                config cost two runs, 4 s of its GPU).
-# Call 1 (at 075bccd) ran PART=profile, call 2 PART=actor.
+#   PART=keep    (nvidia-h200-x2) the same two pairs after call 2's first two-GPU sweep collapsed (49.0 s, one GPU
+#                48.8 s) with Ray warning of 160 worker processes started for 32 trials in flight: the scheduler
+#                lets Tune keep a finished trial's process for each trial in flight (searcher.keep_trial_processes).
+# Call 1 (at 075bccd) ran PART=profile, call 2 (at 53f7840) PART=actor, call 3 PART=keep.
 # Run from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run16.sh
 RUN=run16 PART=${PART:-profile}
@@ -33,7 +36,7 @@ case $PART in
     paired llama-2gpu-16 120 0,1 16; tune_phases llama-2gpu-16
     PROFILE=$OUT/prof_llama-2gpu-16p.out paired llama-2gpu-16p 120 0,1 16; tune_phases llama-2gpu-16p
     loop_profile "$OUT/prof_llama-2gpu-16p.out" ;;
-  actor)
+  actor|keep)
     precompile 150
     for r in a b; do
       paired llama-1gpu-16$r 150 0 16; tune_phases llama-1gpu-16$r

@@ -312,7 +312,8 @@ def run(args) -> dict:
         else:
             searcher = searcher or SweepSearcher(searches, spec, remote=True)
             scheduler = (tune.schedulers.FIFOScheduler() if args.no_early_stop else
-                         PerSearchScheduler(max_t=len(rungs_ms), reduction_factor=args.reduction_factor))
+                         PerSearchScheduler(max_t=len(rungs_ms), reduction_factor=args.reduction_factor,
+                                            keep_processes=concurrency))
             tuner = tune.Tuner(
                 trainable,
                 tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, metric="tflops", mode="max",
