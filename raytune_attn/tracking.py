@@ -38,20 +38,10 @@ from mlflow.tracking import MlflowClient
 from raytune_attn.artifact import float_or_none
 from raytune_attn.config import KNOBS
 from raytune_attn.problem import Problem
+from raytune_attn.tracking_uri import DEFAULT_DB, resolve_tracking_uri  # noqa: F401 - part of this module's API
 
-DEFAULT_DB = "mlflow.db"
 _MAX_TAG = 5000
 _MAX_PARAM = 6000
-
-
-def resolve_tracking_uri(tracking_uri: str | None = None) -> str:
-    """The argument, else $MLFLOW_TRACKING_URI, else `sqlite:///<cwd>/mlflow.db`."""
-    if tracking_uri:
-        return tracking_uri
-    env = os.environ.get("MLFLOW_TRACKING_URI")
-    if env:
-        return env
-    return f"sqlite:///{Path.cwd() / DEFAULT_DB}"
 
 
 def download_artifact(uri: str, dst: str | os.PathLike | None = None, tracking_uri: str | None = None) -> str:

@@ -261,8 +261,9 @@ def run(args) -> dict:
         tracker = None
         if not args.no_mlflow:
             from raytune_attn.sweep.tracking_host import RemoteTracker
+            from raytune_attn.tracking_uri import resolve_tracking_uri
 
-            tracker = RemoteTracker(name, _tracking_uri(args.tracking_uri))
+            tracker = RemoteTracker(name, resolve_tracking_uri(args.tracking_uri))  # as this driver sees it
             settings = {"searcher": args.searcher, "seed": args.seed, "budget": budget, "rungs_ms": args.rungs,
                         "early_stop": not args.no_early_stop, "space": args.space or "auto"}
             tracker.start_searches({s.key: (s.accel, s.problem, prov[s.accel], settings) for s in searches})
@@ -576,14 +577,6 @@ def _summary(name, out, df, searches, stats, lanes, fit_busy, fit_wall, wall, cp
         "bench_s_sum": float(trials["bench_s"].fillna(0).sum()),
         "actors": stats, "searches": per,
     }
-
-
-def _tracking_uri(uri: str | None) -> str:
-    """The tracking URI as the driver sees it (flag, $MLFLOW_TRACKING_URI, else ./mlflow.db made absolute): the
-    tracking actor's working directory is not the driver's."""
-    if uri:
-        return uri
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
 def _finish_tracking(tracker, s, df, art_path, results):

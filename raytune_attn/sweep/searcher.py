@@ -447,7 +447,7 @@ class PerSearchScheduler(FIFOScheduler):
         return f"ASHA per search over rungs ({len(self.asha)} searches)"
 
 
-def keep_trial_processes(tune_controller, trial, n: int) -> bool:
+def keep_trial_processes(tune_controller, trial, n: int) -> None:
     """Let Tune keep up to `n` finished trials' processes for the next trials (`reuse_actors`).
 
     Tune caches a finished trial's process only for a trial already staged, else keeps one spare; a trial staged a
@@ -456,10 +456,8 @@ def keep_trial_processes(tune_controller, trial, n: int) -> bool:
     processes for 32 trials in flight, the host's cores busy booting Ray Tune in processes that never ran a trial,
     and the two GPUs no faster than one. With room for `n` (the trials in flight), every finished trial's process
     waits in Tune's cache and the next trial takes it. Tune's cache is private API (Ray 2.60's `_ObjectCache`):
-    without it this does nothing and the sweep runs as before. Returns whether it was done."""
+    without it this does nothing and the sweep runs as before."""
     cache = getattr(tune_controller, "_actor_cache", None)
-    if n <= 0 or cache is None or not hasattr(cache, "increase_max"):
-        return False
-    cache.increase_max(trial.placement_group_factory, by=n)
-    return True
+    if n > 0 and cache is not None and hasattr(cache, "increase_max"):
+        cache.increase_max(trial.placement_group_factory, by=n)
 
