@@ -1,8 +1,9 @@
 """The driver's Tune callback: every finished trial becomes a results row (written at once, so an interrupted
 sweep loses none), an MLflow child run, and a progress line.
 
-MLflow logging runs in its own process (`tracking_host.TrackingHost`): a child run costs 0.05-0.2 s of database
-commits (sqlite), and the Tune loop calls this callback between handing rungs' results back to their trials.
+MLflow logging runs in its own process (`tracking_host.TrackingHost`): a child run cost 0.13 s of database
+commits (sqlite) under cProfile in run 16, and the Tune loop calls this callback between handing rungs' results
+back to their trials.
 """
 
 from __future__ import annotations

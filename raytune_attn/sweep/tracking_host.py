@@ -1,12 +1,12 @@
 """The sweep's MLflow logging in its own process: a `TrackingHost` Ray actor on the driver's node that owns the
 `tracking.SweepTracker` and each search's parent run.
 
-Why a process and not a thread of the driver: a child run is 0.05-0.2 s of SQLAlchemy and sqlite in Python (run 16's
-profile: 0.13 s a trial under cProfile), so at 15 trials a second a logging thread never idles, and it holds the
-driver's GIL against Tune's loop, which hands every rung's result back to its trial. In its own process it costs the
-loop one actor call per trial. The actor runs on the driver's node because an embedded `sqlite:///` store is a file
-there; calls from the driver reach it in order, so `drain()` (one call answered after all earlier ones) waits for
-every child run.
+Why a process and not a thread of the driver: a child run is SQLAlchemy and sqlite work in Python (run 16's
+profile of an H200 x2 sweep: 0.13 s a trial under cProfile), so at 15 trials a second a logging thread never idles,
+and it holds the driver's GIL against Tune's loop, which hands every rung's result back to its trial. In its own
+process it costs the loop one actor call per trial. The actor runs on the driver's node because an embedded
+`sqlite:///` store is a file there; calls from the driver reach it in order, so `drain()` (one call answered after
+all earlier ones) waits for every child run.
 """
 
 from __future__ import annotations
