@@ -155,6 +155,8 @@ HOPPER_KNOB_CONFIGS = [
     {"maxnreg": 128},
     {"WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True, "maxnreg": 232, "USE_TMA": True},
     {"PERSISTENT": True, "REVERSE_M": True, "SPLIT_MASK": False, "PRE_LOAD_V": True},
+    {"PIPELINE_QK": True},
+    {"PIPELINE_QK": True, "USE_TMA": True, "PERSISTENT": True, "REVERSE_M": True},
 ]
 
 

@@ -82,8 +82,10 @@ def _first_line(e: BaseException) -> str:
     return f"{type(e).__name__}: {text.splitlines()[0][:300] if text else ''}"
 
 
-def run_problem(problem: Problem, pool: CompilePool | None, rep_ms: float) -> list[dict]:
-    named = configs(problem.head_dim)
+def run_problem(problem: Problem, pool: CompilePool | None, rep_ms: float,
+                named: list[tuple[str, dict]] | None = None) -> list[dict]:
+    """Compile, check and time (name, config) pairs (default: `configs`) and SDPA's flash and cuDNN on one problem."""
+    named = configs(problem.head_dim) if named is None else named
     rows = []
     base = {"problem": problem.key, "D": problem.head_dim, "H": problem.hq, "B": problem.batch, "S": problem.seqlen_q,
             "causal": problem.causal}  # fmt: skip

@@ -52,6 +52,47 @@ def _load_kv_tile(base, desc, start_n, offs_n, offs_d, stride_n, seqlen_k,
 
 
 @triton.jit
+def _online_softmax_pv(acc, l_i, m_i, qk, v, qk_scale):
+    """Fold one unmasked score tile `qk` (raw q.k, not yet scaled) and its value tile into (acc, l, m)."""
+    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
+    alpha = tl.math.exp2(m_i - m_new)
+    l_i = l_i * alpha + tl.sum(p, 1)
+    acc = acc * alpha[:, None]
+    acc = tl.dot(p.to(v.dtype), v, acc)
+    return acc, l_i, m_new
+
+
+@triton.jit
+def _attn_fwd_inner_pipelined(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, offs_n, offs_d,
+                              stride_kn, stride_vn, seqlen_k, qk_scale,
+                              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
+                              USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+    """The unmasked key loop with the score matmul one block ahead (FlashAttention-3's intra-warpgroup overlap):
+    iteration j issues q.k for block j+1 before the softmax of block j, so that the tensor cores can work on the
+    next scores while the same warps compute exponentials (on Hopper wgmma is asynchronous: the warps wait for
+    its result only where they use it). Costs one more [BLOCK_M, BLOCK_N] fp32 tile of registers. [lo, hi) holds
+    whole blocks inside the sequence (the caller's unmasked range), so no load here needs a mask."""
+    if lo < hi:
+        k = _load_kv_tile(k_base, k_desc, lo, offs_n, offs_d, stride_kn, seqlen_k,
+                          HEAD_DIM, BLOCK_D, False, USE_TMA)
+        qk = tl.dot(q, tl.trans(k))
+        for start_n in tl.range(lo + BLOCK_N, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+            start_n = tl.multiple_of(start_n, BLOCK_N)
+            k = _load_kv_tile(k_base, k_desc, start_n, offs_n, offs_d, stride_kn, seqlen_k,
+                              HEAD_DIM, BLOCK_D, False, USE_TMA)
+            qk_next = tl.dot(q, tl.trans(k))
+            v = _load_kv_tile(v_base, v_desc, start_n - BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
+                              HEAD_DIM, BLOCK_D, False, USE_TMA)
+            acc, l_i, m_i = _online_softmax_pv(acc, l_i, m_i, qk, v, qk_scale)
+            qk = qk_next
+        v = _load_kv_tile(v_base, v_desc, hi - BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
+                          HEAD_DIM, BLOCK_D, False, USE_TMA)
+        acc, l_i, m_i = _online_softmax_pv(acc, l_i, m_i, qk, v, qk_scale)
+    return acc, l_i, m_i
+
+
+@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, offs_m, offs_n, offs_d,
                     stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -126,7 +167,8 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
-                   USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+                   USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                   PIPELINE_QK: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
     has checked starts inside the sequence."""
     if USE_TMA:
@@ -163,10 +205,15 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # Whole blocks below the diagonal and inside the sequence need no mask; the rest (the diagonal band and
         # a ragged last block) go through the masked loop.
         n_full = tl.maximum(full_end, 0) // BLOCK_N * BLOCK_N
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
-                                        offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                        WARP_SPECIALIZE)
+        if PIPELINE_QK:
+            acc, l_i, m_i = _attn_fwd_inner_pipelined(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
+                                                      offs_n, offs_d, stride_kn, stride_vn, seqlen_k, qk_scale,
+                                                      HEAD_DIM, BLOCK_N, BLOCK_D, USE_TMA, WARP_SPECIALIZE)
+        else:
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
+                                            offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
+                                            HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                            WARP_SPECIALIZE)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, n_full, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
@@ -199,7 +246,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
               SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr,
-              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
+              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, PIPELINE_QK: tl.constexpr):
     """Grid (cdiv(max Sq, BLOCK_M), batch * Hq): one program per output tile."""
     if REVERSE_M:
         # Heavy tiles first: the hardware hands out blocks in launch order, and under a causal mask the last query
@@ -225,7 +272,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
-                   WARP_SPECIALIZE)
+                   WARP_SPECIALIZE, PIPELINE_QK)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
@@ -237,7 +284,8 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
-                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
+                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
+                         PIPELINE_QK: tl.constexpr):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
@@ -262,7 +310,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
-                           RETURN_LSE, WARP_SPECIALIZE)
+                           RETURN_LSE, WARP_SPECIALIZE, PIPELINE_QK)
 
 
 def _set_tma_allocator():
@@ -403,6 +451,7 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
         SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
         WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
+        PIPELINE_QK=config.get("PIPELINE_QK", False),
         **launch_opts,
     )
     if config.get("PERSISTENT", False):

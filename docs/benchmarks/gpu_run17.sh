@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# Seventeenth run. Each PART is one device call of at most 10 minutes.
+#   PART=pqk  (nvidia-h200) issue 7: does PIPELINE_QK (the next key block's q.k issued before this block's softmax,
+#             FlashAttention-3's intra-warpgroup overlap) pay? pipeline_qk_check.py: 18 cells of the bf16 grid
+#             (D 64/128/256, causal and not, S 512/4096/16384), run 13's winner of each cell against the same config
+#             pipelined and a few pipelined Hopper tiles, SDPA flash and cuDNN in the same run, and the PTX's
+#             wgmma.wait_group counts (is a matmul left in flight?).
+# Run from a snapshot of the commit (git archive HEAD):
+#   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run17.sh
+RUN=run17 PART=${PART:-pqk}
+source docs/benchmarks/gpu_lib.sh
+
+case $PART in
+  pqk)
+    TRITON_CACHE_DIR=/tmp/triton-pqk timeout 560 python3 docs/benchmarks/pipeline_qk_check.py \
+      --out "$OUT/pqk_bf16.json" --workers 15 2>&1 | tee "$OUT/pqk_bf16.log" | grep -v "^D" | tail -60 ;;
+esac

@@ -1,0 +1,163 @@
+"""Does PIPELINE_QK (the next block's q.k issued before this block's softmax) pay on Hopper? Same-run A/B.
+
+    python3 docs/benchmarks/pipeline_qk_check.py --out $OUT/pqk.json [--seqs 512,4096,16384] [--dtype bfloat16]
+
+Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and not, the given sequence
+lengths). Per cell: run 13's tuned winner for that cell (`h200/run13/grid-bf16_best_configs.json`), the same
+config with PIPELINE_QK, and a few Hopper-sized pipelined candidates; SDPA flash and cuDNN in the same run.
+Everything goes through `gpu_knobs_check.run_problem`: a compile pool first, a check against a float32
+reference, then a median time with the L2 flushed. For the winner and its pipelined twin the script also counts
+the PTX's `wgmma.wait_group` instructions by their pending count: a `wait_group 1` (or more) means a matmul
+stays in flight while the warps go on, which is what the knob is for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
+
+import gpu_knobs_check as gkc  # noqa: E402
+import torch  # noqa: E402
+
+from raytune_attn.compile_pool import CompilePool  # noqa: E402
+from raytune_attn.config import default_config, validate_config  # noqa: E402
+from raytune_attn.problem import Problem  # noqa: E402
+from raytune_attn.workload import make_workload  # noqa: E402
+
+WINNERS = HERE / "h200" / "run13" / "grid-bf16_best_configs.json"
+TOKENS, WIDTH = 16384, 2048
+
+# Pipelined candidates per head dim: the tiles that won run 13's cells, with and without TMA, and 128x128 tiles
+# (the extra score tile in flight costs 32-64 registers a thread, so bigger tiles may only fit with it off).
+CANDIDATES = {
+    64: [{"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 3},
+         {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "USE_TMA": True}],
+    128: [{"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2},
+          {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True}],
+    256: [{"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True}],
+}
+
+
+def _label(cfg: dict) -> str:
+    s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
+    for k, short in (("PRE_LOAD_V", "preV"), ("USE_TMA", "tma"), ("WARP_SPECIALIZE", "ws"), ("REVERSE_M", "rev"),
+                     ("PERSISTENT", "pers"), ("PIPELINE_QK", "pqk")):
+        if cfg.get(k):
+            s += f" {short}"
+    if cfg.get("maxnreg"):
+        s += f" nreg{cfg['maxnreg']}"
+    return s
+
+
+def winners() -> dict[str, dict]:
+    return {e["problem_key"]: e["config"] for e in json.loads(WINNERS.read_text())["entries"]}
+
+
+def named_configs(problem: Problem, won: dict | None) -> list[tuple[str, dict]]:
+    base = default_config(problem.head_dim)
+    out = []
+    if won is not None:
+        out += [("winner " + _label(won), won), ("winner+pqk", {**won, "PIPELINE_QK": True})]
+    for c in CANDIDATES[problem.head_dim]:
+        cfg = {**base, **c, "PIPELINE_QK": True}
+        out.append((_label(cfg), cfg))
+    seen, uniq = set(), []
+    for name, cfg in out:
+        key = json.dumps({**base, **cfg}, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            uniq.append((name, {**base, **cfg}))
+    return uniq
+
+
+def wait_groups(problem: Problem, cfg: dict) -> dict[str, int]:
+    """Counts of `wgmma.wait_group.sync.aligned N` by N in the config's PTX (compiled from Triton's cache)."""
+    from raytune_attn.kernels.flash_attn import flash_attn_fwd
+
+    w = make_workload(problem, device="cuda")
+    full = validate_config(cfg, head_dim=problem.head_dim, vendor="nvidia")
+    compiled = flash_attn_fwd(w.q, w.k, w.v, full, causal=problem.causal, compile_only=True)
+    ptx = compiled.asm.get("ptx", "")
+    found = collections.Counter(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx))
+    return {f"wait{n}": c for n, c in sorted(found.items())} | {"wgmma": len(re.findall(r"wgmma\.mma_async", ptx))}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="pqk.json")
+    ap.add_argument("--seqs", default="512,4096,16384", help="sequence lengths (B = 16384 / S)")
+    ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    ap.add_argument("--rep-ms", type=float, default=100.0)
+    ap.add_argument("--workers", type=int, default=None)
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    import triton
+
+    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    print(json.dumps(env), flush=True)
+    won = winners()
+    t0 = time.perf_counter()
+    rows, ptx = [], []
+    pool = CompilePool(a.workers, timeout_s=120.0, device="cuda")
+    try:
+        for d in (int(x) for x in a.dims.split(",")):
+            for causal in (False, True):
+                for s in (int(x) for x in a.seqs.split(",")):
+                    p = Problem(batch=TOKENS // s, hq=WIDTH // d, hkv=WIDTH // d, seqlen_q=s, seqlen_k=s,
+                                head_dim=d, causal=causal, dtype=a.dtype)
+                    named = named_configs(p, won.get(p.key))
+                    rows += gkc.run_problem(p, pool, a.rep_ms, named)
+                    if s == max(int(x) for x in a.seqs.split(",")):
+                        for name, cfg in named[:2]:
+                            try:
+                                ptx.append({"D": d, "causal": causal, "name": name, **wait_groups(p, cfg)})
+                            except Exception as e:  # noqa: BLE001 - a config that failed above fails here too
+                                ptx.append({"D": d, "causal": causal, "name": name, "error": gkc._first_line(e)})
+                            print(json.dumps(ptx[-1]), flush=True)
+    finally:
+        pool.close()
+    wall = time.perf_counter() - t0
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps({"env": env, "wall_s": round(wall, 1), "rows": rows, "ptx": ptx}, indent=1,
+                                      default=str))
+    print(f"\n{len(rows)} rows, {wall:.0f} s; wrote {a.out}")
+    # Per cell: the winner, its pipelined twin, the best pipelined candidate, cuDNN (TFLOP/s, same run).
+    print(f"\n{'cell':<18} {'winner':>7} {'+pqk':>7} {'best pqk':>8} {'flash':>7} {'cuDNN':>7}  best pqk config")
+    cells = list(dict.fromkeys((r["D"], r["causal"], r["S"]) for r in rows))
+    for d, c, s in cells:
+        rs = [r for r in rows if (r["D"], r["causal"], r["S"]) == (d, c, s)]
+
+        def t(pred, rs=rs):
+            vals = [r["tflops"] for r in rs if pred(r) and r.get("tflops") is not None]
+            return max(vals) if vals else None
+
+        pq = [r for r in rs if r["config"] and r["config"].get("PIPELINE_QK") and r.get("tflops") is not None]
+        best = max(pq, key=lambda r: r["tflops"]) if pq else None
+        vals = [t(lambda r: r["name"].startswith("winner ")), t(lambda r: r["name"] == "winner+pqk"),
+                best["tflops"] if best else None, t(lambda r: r["name"] == "sdpa-flash"),
+                t(lambda r: r["name"] == "sdpa-cudnn")]
+        cell = f"D{d} {'causal' if c else 'full'} S{s}"
+        print(f"{cell:<18} " + " ".join(f"{v:7.1f}" if v is not None else f"{'-':>7}" for v in vals)
+              + f"  {best['name'] if best else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
