@@ -182,6 +182,13 @@ def test_hopper_knobs_varlen(knobs, causal):
     test_varlen(([5, 33, 0], [9, 20, 4]), (4, 2, 32), causal, DTYPES[0], _hopper_cfg(knobs))
 
 
+@pytest.mark.parametrize("seqlen_k", [16, 32, 48, 64, 112])
+def test_pipelined_key_loop_any_block_count(seqlen_k):
+    # PIPELINE_QK peels blocks 0-1 and the last two off its loop: 1, 2, 3, 4 and 7 whole key blocks of 16.
+    cfg = {"BLOCK_M": 64 if HAS_GPU else 16, "BLOCK_N": 16, "PIPELINE_QK": True}
+    _check_dense((1, 2, 2, 24, seqlen_k, 32), False, DTYPES[0], cfg)
+
+
 def test_unsupported_knobs_raise_invalid_config(monkeypatch):
     from raytune_attn.config import InvalidConfig
     from raytune_attn.kernels import flash_attn as fa

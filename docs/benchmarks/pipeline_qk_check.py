@@ -6,9 +6,9 @@ Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and 
 lengths). Per cell: run 13's tuned winner for that cell (`h200/run13/grid-bf16_best_configs.json`), the same
 config with PIPELINE_QK, and a few Hopper-sized pipelined candidates; SDPA flash and cuDNN in the same run.
 Everything goes through `gpu_knobs_check.run_problem`: a compile pool first, a check against a float32
-reference, then a median time with the L2 flushed. For the winner and its pipelined twin the script also counts
-the PTX's `wgmma.wait_group` instructions by their pending count: a `wait_group 1` (or more) means a matmul
-stays in flight while the warps go on, which is what the knob is for.
+reference, then a median time with the L2 flushed. For the winner and its pipelined twin the script also lists
+their matmuls and matmul waits in program order (`dot_schedule`): the knob is for a q.k matmul left in flight
+while the warps compute the previous block's softmax.
 """
 
 from __future__ import annotations
@@ -84,16 +84,32 @@ def named_configs(problem: Problem, won: dict | None) -> list[tuple[str, dict]]:
     return uniq
 
 
-def wait_groups(problem: Problem, cfg: dict) -> dict[str, int]:
-    """Counts of `wgmma.wait_group.sync.aligned N` by N in the config's PTX (compiled from Triton's cache)."""
+def dot_schedule(problem: Problem, cfg: dict, save: Path | None = None) -> dict:
+    """The compiled kernel's matmuls and matmul waits in program order, from its TTGIR: `D` a wgmma group, `W0` a
+    wait for all of them, `Wn` a wait leaving n in flight, `for(` / `if(` where a loop / branch starts. A `D` not
+    followed by `W0` before the next `D` is a matmul left in flight. Also the PTX's wait counts."""
     from raytune_attn.kernels.flash_attn import flash_attn_fwd
 
     w = make_workload(problem, device="cuda")
     full = validate_config(cfg, head_dim=problem.head_dim, vendor="nvidia")
     compiled = flash_attn_fwd(w.q, w.k, w.v, full, causal=problem.causal, compile_only=True)
+    ttgir = compiled.asm.get("ttgir", "")
+    if save is not None:
+        save.write_text(ttgir)
+    seq = []
+    for line in ttgir.splitlines():
+        if "ttng.warp_group_dot_wait" in line:
+            m = re.search(r"pendings\s*=\s*(\d+)", line)
+            seq.append(f"W{m.group(1) if m else '?'}")
+        elif "ttng.warp_group_dot " in line:
+            seq.append("D")
+        elif re.search(r"\bscf\.for\b", line):
+            seq.append("for(")
+        elif re.search(r"\bscf\.if\b", line):
+            seq.append("if(")
     ptx = compiled.asm.get("ptx", "")
-    found = collections.Counter(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx))
-    return {f"wait{n}": c for n, c in sorted(found.items())} | {"wgmma": len(re.findall(r"wgmma\.mma_async", ptx))}
+    waits = collections.Counter(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx))
+    return {"schedule": " ".join(seq), **{f"ptx_wait{n}": c for n, c in sorted(waits.items())}}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -125,9 +141,10 @@ def main(argv: list[str] | None = None) -> int:
                     named = named_configs(p, won.get(p.key))
                     rows += gkc.run_problem(p, pool, a.rep_ms, named)
                     if s == max(int(x) for x in a.seqs.split(",")):
-                        for name, cfg in named[:2]:
+                        for i, (name, cfg) in enumerate(named[:2]):
+                            save = Path(a.out).with_name(f"ttgir_d{d}_{'causal' if causal else 'full'}_{i}.mlir")
                             try:
-                                ptx.append({"D": d, "causal": causal, "name": name, **wait_groups(p, cfg)})
+                                ptx.append({"D": d, "causal": causal, "name": name, **dot_schedule(p, cfg, save)})
                             except Exception as e:  # noqa: BLE001 - a config that failed above fails here too
                                 ptx.append({"D": d, "causal": causal, "name": name, "error": gkc._first_line(e)})
                             print(json.dumps(ptx[-1]), flush=True)

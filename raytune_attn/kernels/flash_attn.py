@@ -52,15 +52,15 @@ def _load_kv_tile(base, desc, start_n, offs_n, offs_d, stride_n, seqlen_k,
 
 
 @triton.jit
-def _online_softmax_pv(acc, l_i, m_i, qk, v, qk_scale):
-    """Fold one unmasked score tile `qk` (raw q.k, not yet scaled) and its value tile into (acc, l, m)."""
+def _softmax_step(qk, m_i, l_i, qk_scale, dtype: tl.constexpr):
+    """Online-softmax statistics of one unmasked score tile (raw q.k): the tile's probabilities `p` (in the
+    inputs' dtype, ready for the P.V matmul), the factor `alpha` that rescales what was accumulated under the old
+    row max, and the new (m, l)."""
     m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
     p = tl.math.exp2(qk * qk_scale - m_new[:, None])
     alpha = tl.math.exp2(m_i - m_new)
     l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
-    acc = tl.dot(p.to(v.dtype), v, acc)
-    return acc, l_i, m_new
+    return p.to(dtype), alpha, m_new, l_i
 
 
 @triton.jit
@@ -68,27 +68,43 @@ def _attn_fwd_inner_pipelined(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 
                               stride_kn, stride_vn, seqlen_k, qk_scale,
                               HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                               USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
-    """The unmasked key loop with the score matmul one block ahead (FlashAttention-3's intra-warpgroup overlap):
-    iteration j issues q.k for block j+1 before the softmax of block j, so that the tensor cores can work on the
-    next scores while the same warps compute exponentials (on Hopper wgmma is asynchronous: the warps wait for
-    its result only where they use it). Costs one more [BLOCK_M, BLOCK_N] fp32 tile of registers. [lo, hi) holds
-    whole blocks inside the sequence (the caller's unmasked range), so no load here needs a mask."""
+    """The unmasked key loop, software-pipelined by hand so that the softmax overlaps a matmul (the intra-warpgroup
+    overlap of FlashAttention-3). Iteration j runs, in this order:
+
+        acc = acc * alpha[j-2] + P[j-2] V[j-2]    (waits for every matmul in flight, q.K[j-1] included)
+        S[j] = q K[j]^T                           (issued, left in flight)
+        P[j-1], alpha[j-1] = softmax(S[j-1])      (the warps' exponentials while the tensor cores compute S[j])
+
+    The order is what lets Triton's Hopper pipeliner (asyncLaunchDots) keep S[j]'s wgmma in flight: a dot whose
+    result is only carried to the next iteration, and read there after the loop's first full wait (the P.V dot's),
+    is "properly async". In the plain loop S[j] is read right away, so every wgmma is waited for at once and the
+    softmax runs with the tensor cores idle. Costs one more [BLOCK_M, BLOCK_N] tile of registers (the scores in
+    flight beside the ones being exponentiated). Blocks 0 and 1 and the last two are peeled off the loop.
+    [lo, hi) holds whole blocks inside the sequence (the caller's unmasked range), so no load needs a mask."""
     if lo < hi:
-        k = _load_kv_tile(k_base, k_desc, lo, offs_n, offs_d, stride_kn, seqlen_k,
-                          HEAD_DIM, BLOCK_D, False, USE_TMA)
-        qk = tl.dot(q, tl.trans(k))
-        for start_n in tl.range(lo + BLOCK_N, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-            start_n = tl.multiple_of(start_n, BLOCK_N)
-            k = _load_kv_tile(k_base, k_desc, start_n, offs_n, offs_d, stride_kn, seqlen_k,
+        k = _load_kv_tile(k_base, k_desc, lo, offs_n, offs_d, stride_kn, seqlen_k, HEAD_DIM, BLOCK_D, False, USE_TMA)
+        p, alpha, m_i, l_i = _softmax_step(tl.dot(q, tl.trans(k)), m_i, l_i, qk_scale, q.dtype)
+        if lo + BLOCK_N < hi:
+            k = _load_kv_tile(k_base, k_desc, lo + BLOCK_N, offs_n, offs_d, stride_kn, seqlen_k,
                               HEAD_DIM, BLOCK_D, False, USE_TMA)
-            qk_next = tl.dot(q, tl.trans(k))
-            v = _load_kv_tile(v_base, v_desc, start_n - BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
+            qk = tl.dot(q, tl.trans(k))
+            for start_n in tl.range(lo + 2 * BLOCK_N, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+                start_n = tl.multiple_of(start_n, BLOCK_N)
+                v = _load_kv_tile(v_base, v_desc, start_n - 2 * BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
+                                  HEAD_DIM, BLOCK_D, False, USE_TMA)
+                acc = tl.dot(p, v, acc * alpha[:, None])
+                k = _load_kv_tile(k_base, k_desc, start_n, offs_n, offs_d, stride_kn, seqlen_k,
+                                  HEAD_DIM, BLOCK_D, False, USE_TMA)
+                qk_next = tl.dot(q, tl.trans(k))
+                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, q.dtype)
+                qk = qk_next
+            v = _load_kv_tile(v_base, v_desc, hi - 2 * BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
                               HEAD_DIM, BLOCK_D, False, USE_TMA)
-            acc, l_i, m_i = _online_softmax_pv(acc, l_i, m_i, qk, v, qk_scale)
-            qk = qk_next
+            acc = tl.dot(p, v, acc * alpha[:, None])
+            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, q.dtype)
         v = _load_kv_tile(v_base, v_desc, hi - BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
                           HEAD_DIM, BLOCK_D, False, USE_TMA)
-        acc, l_i, m_i = _online_softmax_pv(acc, l_i, m_i, qk, v, qk_scale)
+        acc = tl.dot(p, v, acc * alpha[:, None])
     return acc, l_i, m_i
 
 
