@@ -5,7 +5,15 @@
 #             (D 64/128/256, causal and not, S 512/4096/16384), run 13's winner of each cell against the same config
 #             pipelined and a few pipelined Hopper tiles, SDPA flash and cuDNN in the same run, and the PTX's
 #             wgmma.wait_group counts (is a matmul left in flight?).
-# Run from a snapshot of the commit (git archive HEAD):
+#   PART=ab   (nvidia-h200) issue 7: kernel_ab.py (pipeline_qk_check.py renamed and generalized): TMA_QO (Q loaded and
+#             O stored through tensor descriptors) on run 13's winners, alone and with K/V TMA, over 24 cells (S 512,
+#             1024, 4096, 16384), and hand-picked configs for the short sequences (S <= 1024), where the winners came
+#             closest to SDPA flash.
+# Call 1 ran PART=pqk at debfe84 (PIPELINE_QK as first written: q.k one block ahead, softmax right after), call 2 at
+# f6d93a5 (the reordered loop); call 3 PART=ab.
+# Run from the repository root of the commit (the device copies the working tree):
+#   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run17.sh
+# Earlier runs' scripts ran from a snapshot of the commit (git archive HEAD):
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run17.sh
 RUN=run17 PART=${PART:-pqk}
 source docs/benchmarks/gpu_lib.sh
@@ -14,4 +22,7 @@ case $PART in
   pqk)
     TRITON_CACHE_DIR=/tmp/triton-pqk timeout 560 python3 docs/benchmarks/pipeline_qk_check.py \
       --out "$OUT/pqk_bf16.json" --workers 15 2>&1 | tee "$OUT/pqk_bf16.log" | grep -v "TFLOP/s" | tail -70 ;;
+  ab)
+    TRITON_CACHE_DIR=/tmp/triton-ab timeout 560 python3 docs/benchmarks/kernel_ab.py \
+      --out "$OUT/ab_bf16.json" --workers 15 2>&1 | tee "$OUT/ab_bf16.log" | grep -v "TFLOP/s" | tail -70 ;;
 esac

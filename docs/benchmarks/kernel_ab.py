@@ -1,0 +1,215 @@
+"""Kernel variants A/B on Hopper, same run: run 13's tuned winner of each grid cell against the same config with a
+variant's knobs, plus hand-picked configs for the short sequences, with SDPA flash and cuDNN timed on the same
+inputs.
+
+    python3 docs/benchmarks/kernel_ab.py --out $OUT/ab.json [--variants tmaqo,tmaqo+tma] [--seqs 512,1024,4096,16384]
+
+Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and not). Per cell: run 13's winner
+(`h200/run13/grid-bf16_best_configs.json`), the winner with each variant's knobs, and, for sequences of at most
+`--short` tokens, the `SHORT` configs of the head dim with and without the variants. Everything goes through
+`gpu_knobs_check.run_problem`: a compile pool first, a check against a float32 reference, then a median time with
+the L2 flushed. For the winner and its first variant the script also lists their matmuls and matmul waits in
+program order (`dot_schedule`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
+
+import gpu_knobs_check as gkc  # noqa: E402
+import torch  # noqa: E402
+
+from raytune_attn.compile_pool import CompilePool  # noqa: E402
+from raytune_attn.config import default_config, validate_config  # noqa: E402
+from raytune_attn.problem import Problem  # noqa: E402
+from raytune_attn.workload import make_workload  # noqa: E402
+
+WINNERS = HERE / "h200" / "run13" / "grid-bf16_best_configs.json"
+VARIANTS = {"pqk": {"PIPELINE_QK": True}, "tmaqo": {"TMA_QO": True}, "tma": {"USE_TMA": True},
+            "rev": {"REVERSE_M": True}, "pers": {"PERSISTENT": True}}
+TOKENS, WIDTH = 16384, 2048
+
+# Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more
+# programs per SM, heavy-first orders.
+SHORT = {
+    64: [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2},
+         {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 4},
+         {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3},
+         {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "PRE_LOAD_V": True},
+         {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 8, "num_stages": 2, "USE_TMA": True},
+         {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "USE_TMA": True, "REVERSE_M": True}],
+    128: [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3},
+          {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3},
+          {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 3, "maxnreg": 128},
+          {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "maxnreg": 128, "REVERSE_M": True,
+           "PERSISTENT": True}],
+    256: [{"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True, "REVERSE_M": True},
+          {"BLOCK_M": 128, "BLOCK_N": 32, "num_warps": 8, "num_stages": 2, "USE_TMA": True},
+          {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "USE_TMA": True, "REVERSE_M": True},
+          {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True, "REVERSE_M": True,
+           "PERSISTENT": True}],
+}
+
+
+def _label(cfg: dict) -> str:
+    s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
+    for k, short in (("PRE_LOAD_V", "preV"), ("USE_TMA", "tma"), ("WARP_SPECIALIZE", "ws"), ("REVERSE_M", "rev"),
+                     ("PERSISTENT", "pers"), ("PIPELINE_QK", "pqk"), ("TMA_QO", "tmaqo")):
+        if cfg.get(k):
+            s += f" {short}"
+    if cfg.get("maxnreg"):
+        s += f" nreg{cfg['maxnreg']}"
+    return s
+
+
+def winners() -> dict[str, dict]:
+    return {e["problem_key"]: e["config"] for e in json.loads(WINNERS.read_text())["entries"]}
+
+
+def variant(spec: str) -> dict:
+    """`tmaqo+tma` -> the union of the named variants' knobs."""
+    out = {}
+    for name in spec.split("+"):
+        if name not in VARIANTS:
+            raise SystemExit(f"unknown variant {name!r}; variants are {', '.join(VARIANTS)}")
+        out.update(VARIANTS[name])
+    return out
+
+
+def named_configs(problem: Problem, won: dict | None, variants: list[str], short: bool) -> list[tuple[str, dict]]:
+    base = default_config(problem.head_dim)
+    out = []
+    if won is not None:
+        out.append(("winner " + _label(won), won))
+        out += [(f"winner+{v}", {**won, **variant(v)}) for v in variants]
+    if short:
+        for c in SHORT[problem.head_dim]:
+            out.append((_label({**base, **c}), c))
+            out += [(_label({**base, **c, **variant(v)}), {**c, **variant(v)}) for v in variants]
+    seen, uniq = set(), []
+    for name, cfg in out:
+        full = {**base, **cfg}
+        key = json.dumps(full, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            uniq.append((name, full))
+    return uniq
+
+
+def dot_schedule(problem: Problem, cfg: dict) -> dict:
+    """The compiled kernel's matmuls and matmul waits in program order, from its TTGIR: `D` a wgmma group, `W0` a
+    wait for all of them, `Wn` a wait leaving n in flight, `for(` / `if(` where a loop / branch starts. A `D` not
+    followed by `W0` before the next `D` is a matmul left in flight. Also the PTX's wait counts."""
+    from raytune_attn.kernels.flash_attn import flash_attn_fwd
+
+    w = make_workload(problem, device="cuda")
+    full = validate_config(cfg, head_dim=problem.head_dim, vendor="nvidia")
+    compiled = flash_attn_fwd(w.q, w.k, w.v, full, causal=problem.causal, compile_only=True)
+    ttgir = compiled.asm.get("ttgir", "")
+    seq = []
+    for line in ttgir.splitlines():
+        if "ttng.warp_group_dot_wait" in line:
+            m = re.search(r"pendings\s*=\s*(\d+)", line)
+            seq.append(f"W{m.group(1) if m else '?'}")
+        elif "ttng.warp_group_dot " in line:
+            seq.append("D")
+        elif re.search(r"\bscf\.for\b", line):
+            seq.append("for(")
+        elif re.search(r"\bscf\.if\b", line):
+            seq.append("if(")
+    ptx = compiled.asm.get("ptx", "")
+    waits = collections.Counter(re.findall(r"wgmma\.wait_group\.sync\.aligned\s+(\d+)", ptx))
+    return {"schedule": " ".join(seq), **{f"ptx_wait{n}": c for n, c in sorted(waits.items())}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="ab.json")
+    ap.add_argument("--variants", default="tmaqo,tmaqo+tma", help="comma-separated; each a +-joined set of "
+                    f"{', '.join(VARIANTS)}")
+    ap.add_argument("--seqs", default="512,1024,4096,16384", help="sequence lengths (B = 16384 / S)")
+    ap.add_argument("--short", type=int, default=1024, help="add the SHORT configs up to this sequence length")
+    ap.add_argument("--dims", default="64,128,256")
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    ap.add_argument("--rep-ms", type=float, default=100.0)
+    ap.add_argument("--workers", type=int, default=None)
+    a = ap.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("needs a CUDA GPU", file=sys.stderr)
+        return 2
+    import triton
+
+    env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
+    print(json.dumps(env), flush=True)
+    won = winners()
+    variants = [v for v in a.variants.split(",") if v]
+    for v in variants:
+        variant(v)
+    t0 = time.perf_counter()
+    rows, ptx = [], []
+    pool = CompilePool(a.workers, timeout_s=120.0, device="cuda")
+    try:
+        for d in (int(x) for x in a.dims.split(",")):
+            for causal in (False, True):
+                for s in (int(x) for x in a.seqs.split(",")):
+                    p = Problem(batch=TOKENS // s, hq=WIDTH // d, hkv=WIDTH // d, seqlen_q=s, seqlen_k=s,
+                                head_dim=d, causal=causal, dtype=a.dtype)
+                    named = named_configs(p, won.get(p.key), variants, s <= a.short)
+                    rows += gkc.run_problem(p, pool, a.rep_ms, named)
+                    if s == max(int(x) for x in a.seqs.split(",")):
+                        for name, cfg in named[:2]:
+                            try:
+                                ptx.append({"D": d, "causal": causal, "name": name, **dot_schedule(p, cfg)})
+                            except Exception as e:  # noqa: BLE001 - a config that failed above fails here too
+                                ptx.append({"D": d, "causal": causal, "name": name, "error": gkc._first_line(e)})
+                            print(json.dumps(ptx[-1]), flush=True)
+    finally:
+        pool.close()
+    wall = time.perf_counter() - t0
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(a.out).write_text(json.dumps({"env": env, "wall_s": round(wall, 1), "rows": rows, "ptx": ptx}, indent=1,
+                                      default=str))
+    print(f"\n{len(rows)} rows, {wall:.0f} s; wrote {a.out}")
+    # Per cell: the winner, the winner with each variant, the best config of all, SDPA (TFLOP/s, same run).
+    print(f"\n{'cell':<18} {'winner':>7} " + " ".join(f"{'+' + v:>10}" for v in variants)
+          + f" {'best':>7} {'flash':>7} {'cuDNN':>7} {'x flash':>7} {'x cuDNN':>7}  best config")
+    cells = list(dict.fromkeys((r["D"], r["causal"], r["S"]) for r in rows))
+    for d, c, s in cells:
+        rs = [r for r in rows if (r["D"], r["causal"], r["S"]) == (d, c, s)]
+
+        def t(pred, rs=rs):
+            vals = [r["tflops"] for r in rs if pred(r) and r.get("tflops") is not None]
+            return max(vals) if vals else None
+
+        ours = [r for r in rs if r["config"] and r.get("tflops") is not None]
+        best = max(ours, key=lambda r: r["tflops"]) if ours else None
+        flash, cudnn = t(lambda r: r["name"] == "sdpa-flash"), t(lambda r: r["name"] == "sdpa-cudnn")
+        vals = [t(lambda r: r["name"].startswith("winner ")), *[t(lambda r, v=v: r["name"] == f"winner+{v}")
+                                                                for v in variants],
+                best["tflops"] if best else None, flash, cudnn]
+        ratios = [best["tflops"] / x if best and x else None for x in (flash, cudnn)]
+        cell = f"D{d} {'causal' if c else 'full'} S{s}"
+        print(f"{cell:<18} " + " ".join(f"{v:7.1f}" if v is not None else f"{'-':>7}" for v in vals[:1])
+              + " " + " ".join(f"{v:10.1f}" if v is not None else f"{'-':>10}" for v in vals[1:-3])
+              + " " + " ".join(f"{v:7.1f}" if v is not None else f"{'-':>7}" for v in vals[-3:])
+              + " " + " ".join(f"{v:7.2f}" if v is not None else f"{'-':>7}" for v in ratios)
+              + f"  {best['name'] if best else ''}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
