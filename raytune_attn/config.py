@@ -37,12 +37,13 @@ KNOBS: dict[str, type] = {
     "maxnreg": int,
     # The unmasked key loop issues the next block's q.k before this block's softmax (FlashAttention-3's overlap).
     "PIPELINE_QK": bool,
-    "TMA_QO": bool,  # Q loaded and O stored through tensor descriptors (TMA) rather than pointers
+    "TMA_Q": bool,  # Q loaded through a tensor descriptor (TMA) rather than pointers
+    "TMA_O": bool,  # O stored through a tensor descriptor (TMA) rather than pointers
 }
 AMD_ONLY_KNOBS = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})
 NVIDIA_ONLY_KNOBS = frozenset({"maxnreg"})
 CONSTEXPR_KNOBS = ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "SPLIT_MASK", "USE_TMA", "WARP_SPECIALIZE", "PERSISTENT",
-                   "REVERSE_M", "PIPELINE_QK", "TMA_QO")
+                   "REVERSE_M", "PIPELINE_QK", "TMA_Q", "TMA_O")
 
 _POW2_BLOCKS = (16, 32, 64, 128, 256)
 
@@ -96,7 +97,8 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
         "REVERSE_M": False,
         "maxnreg": 0,
         "PIPELINE_QK": False,
-        "TMA_QO": False,
+        "TMA_Q": False,
+        "TMA_O": False,
     }
 
 

@@ -59,7 +59,7 @@ def _check_dense(shape, causal, dtype, config, scale=None):
     b, hq, hkv, sq, sk, d = shape
     q, k, v = _rand(b, hq, sq, d, dtype=dtype), _rand(b, hkv, sk, d, dtype=dtype), _rand(b, hkv, sk, d, dtype=dtype)
     cfg = validate_config(config, head_dim=d, vendor="nvidia" if HAS_GPU else "cpu")
-    if (cfg["USE_TMA"] or cfg["TMA_QO"]) and not TMA_OK:
+    if (cfg["USE_TMA"] or cfg["TMA_Q"] or cfg["TMA_O"]) and not TMA_OK:
         pytest.skip("tensor-descriptor loads need Hopper")
     out = torch.full_like(q, float("nan"))
     out, lse = flash_attn_fwd(q, k, v, cfg, causal=causal, softmax_scale=scale, return_lse=True, out=out)
@@ -157,8 +157,9 @@ HOPPER_KNOB_CONFIGS = [
     {"PERSISTENT": True, "REVERSE_M": True, "SPLIT_MASK": False, "PRE_LOAD_V": True},
     {"PIPELINE_QK": True},
     {"PIPELINE_QK": True, "USE_TMA": True, "PERSISTENT": True, "REVERSE_M": True},
-    {"TMA_QO": True},
-    {"TMA_QO": True, "USE_TMA": True, "PERSISTENT": True},
+    {"TMA_Q": True, "TMA_O": True},
+    {"TMA_Q": True, "USE_TMA": True, "PERSISTENT": True},
+    {"TMA_O": True},
 ]
 
 
@@ -194,7 +195,7 @@ def test_pipelined_key_loop_any_block_count(seqlen_k):
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 def test_tma_q_and_o_with_a_padded_head_dim(causal):
     # Head dim 40 runs in 64-wide tiles: Q's descriptor zero-fills columns 40-63, O's clips them at the store.
-    cfg = {"BLOCK_M": 64 if HAS_GPU else 16, "BLOCK_N": 32 if HAS_GPU else 16, "TMA_QO": True}
+    cfg = {"BLOCK_M": 64 if HAS_GPU else 16, "BLOCK_N": 32 if HAS_GPU else 16, "TMA_Q": True, "TMA_O": True}
     _check_dense((2, 2, 1, 37, 45, 40), causal, DTYPES[0], cfg)
 
 

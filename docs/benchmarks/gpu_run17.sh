@@ -9,8 +9,10 @@
 #             O stored through tensor descriptors) on run 13's winners, alone and with K/V TMA, over 24 cells (S 512,
 #             1024, 4096, 16384), and hand-picked configs for the short sequences (S <= 1024), where the winners came
 #             closest to SDPA flash.
+#   PART=ab2  (nvidia-h200) call 3's TMA_QO lost nearly everywhere while it freed registers: which end costs? TMA_QO
+#             split in two knobs, TMA_Q (the load) and TMA_O (the store), each alone on the winners, 24 cells.
 # Call 1 ran PART=pqk at debfe84 (PIPELINE_QK as first written: q.k one block ahead, softmax right after), call 2 at
-# f6d93a5 (the reordered loop); call 3 PART=ab.
+# f6d93a5 (the reordered loop); call 3 PART=ab at 1f1a0c4, call 4 PART=ab2.
 # Run from the repository root of the commit (the device copies the working tree):
 #   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run17.sh
 # Earlier runs' scripts ran from a snapshot of the commit (git archive HEAD):
@@ -25,4 +27,7 @@ case $PART in
   ab)
     TRITON_CACHE_DIR=/tmp/triton-ab timeout 560 python3 docs/benchmarks/kernel_ab.py \
       --out "$OUT/ab_bf16.json" --workers 15 2>&1 | tee "$OUT/ab_bf16.log" | grep -v "TFLOP/s" | tail -70 ;;
+  ab2)
+    TRITON_CACHE_DIR=/tmp/triton-ab timeout 560 python3 docs/benchmarks/kernel_ab.py --variants tmaq,tmao,tmaq+tma \
+      --short 0 --out "$OUT/ab2_bf16.json" --workers 15 2>&1 | tee "$OUT/ab2_bf16.log" | grep -v "TFLOP/s" | tail -70 ;;
 esac

@@ -35,7 +35,8 @@ from raytune_attn.problem import Problem  # noqa: E402
 from raytune_attn.workload import make_workload  # noqa: E402
 
 WINNERS = HERE / "h200" / "run13" / "grid-bf16_best_configs.json"
-VARIANTS = {"pqk": {"PIPELINE_QK": True}, "tmaqo": {"TMA_QO": True}, "tma": {"USE_TMA": True},
+VARIANTS = {"pqk": {"PIPELINE_QK": True}, "tmaqo": {"TMA_Q": True, "TMA_O": True},
+            "tmaq": {"TMA_Q": True}, "tmao": {"TMA_O": True}, "tma": {"USE_TMA": True},
             "rev": {"REVERSE_M": True}, "pers": {"PERSISTENT": True}}
 TOKENS, WIDTH = 16384, 2048
 
@@ -68,7 +69,7 @@ SHORT = {
 def _label(cfg: dict) -> str:
     s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
     for k, short in (("PRE_LOAD_V", "preV"), ("USE_TMA", "tma"), ("WARP_SPECIALIZE", "ws"), ("REVERSE_M", "rev"),
-                     ("PERSISTENT", "pers"), ("PIPELINE_QK", "pqk"), ("TMA_QO", "tmaqo")):
+                     ("PERSISTENT", "pers"), ("PIPELINE_QK", "pqk"), ("TMA_Q", "tmaq"), ("TMA_O", "tmao")):
         if cfg.get(k):
             s += f" {short}"
     if cfg.get("maxnreg"):

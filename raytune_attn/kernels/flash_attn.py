@@ -184,7 +184,8 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
                    USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                   PIPELINE_QK: tl.constexpr, TMA_QO: tl.constexpr):
+                   PIPELINE_QK: tl.constexpr, TMA_Q: tl.constexpr,
+                   TMA_O: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
     has checked starts inside the sequence."""
     if USE_TMA:
@@ -200,9 +201,9 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     q_mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < HEAD_DIM)
-    if TMA_QO:
-        # Q straight into shared memory by the copy engine (zero-filled past the sequence and the head dim), and O
-        # back out the same way (clipped there): no staging through registers at either end of the tile.
+    if TMA_Q:
+        # Q straight into shared memory by the copy engine (zero-filled past the sequence and the head dim): no
+        # staging through registers.
         q_desc = tl.make_tensor_descriptor(q_base, shape=[seqlen_q, HEAD_DIM], strides=[stride_qm, 1],
                                            block_shape=[BLOCK_M, BLOCK_D])
         q = q_desc.load([start_m * BLOCK_M, 0])
@@ -250,7 +251,8 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
     # Rows that saw no key have l = 0 and acc = 0: divide by 1 so they output 0 rather than 0/0.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_safe[:, None]
-    if TMA_QO:
+    if TMA_O:
+        # O out through shared memory by the copy engine (clipped past the sequence and the head dim).
         o_desc = tl.make_tensor_descriptor(o_base, shape=[seqlen_q, HEAD_DIM], strides=[stride_om, 1],
                                            block_shape=[BLOCK_M, BLOCK_D])
         o_desc.store([start_m * BLOCK_M, 0], out.to(o_base.dtype.element_ty))
@@ -276,7 +278,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
               IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
               SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr,
               WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, PIPELINE_QK: tl.constexpr,
-              TMA_QO: tl.constexpr):
+              TMA_Q: tl.constexpr, TMA_O: tl.constexpr):
     """Grid (cdiv(max Sq, BLOCK_M), batch * Hq): one program per output tile."""
     if REVERSE_M:
         # Heavy tiles first: the hardware hands out blocks in launch order, and under a causal mask the last query
@@ -302,7 +304,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
-                   WARP_SPECIALIZE, PIPELINE_QK, TMA_QO)
+                   WARP_SPECIALIZE, PIPELINE_QK, TMA_Q, TMA_O)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
@@ -315,7 +317,8 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
                          RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
-                         PIPELINE_QK: tl.constexpr, TMA_QO: tl.constexpr):
+                         PIPELINE_QK: tl.constexpr, TMA_Q: tl.constexpr,
+                   TMA_O: tl.constexpr):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
@@ -340,7 +343,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
-                           RETURN_LSE, WARP_SPECIALIZE, PIPELINE_QK, TMA_QO)
+                           RETURN_LSE, WARP_SPECIALIZE, PIPELINE_QK, TMA_Q, TMA_O)
 
 
 def _set_tma_allocator():
@@ -458,7 +461,7 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         l_strides = tuple(lse.stride()) if return_lse else (0, 0, 0)
     hkv = k.shape[-2] if varlen else k.shape[1]
 
-    if (config["USE_TMA"] or config.get("TMA_QO")) and q.is_cuda and not _TMA_ALLOCATOR_SET:
+    if (config["USE_TMA"] or config.get("TMA_Q") or config.get("TMA_O")) and q.is_cuda and not _TMA_ALLOCATOR_SET:
         _set_tma_allocator()
         _TMA_ALLOCATOR_SET = True
     launch_opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
@@ -481,7 +484,8 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
         SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
         WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
-        PIPELINE_QK=config.get("PIPELINE_QK", False), TMA_QO=config.get("TMA_QO", False),
+        PIPELINE_QK=config.get("PIPELINE_QK", False), TMA_Q=config.get("TMA_Q", False),
+        TMA_O=config.get("TMA_O", False),
         **launch_opts,
     )
     if config.get("PERSISTENT", False):
