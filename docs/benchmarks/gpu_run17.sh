@@ -12,7 +12,7 @@
 #   PART=ab2  (nvidia-h200) call 3's TMA_QO lost nearly everywhere while it freed registers: which end costs? TMA_QO
 #             split in two knobs, TMA_Q (the load) and TMA_O (the store), each alone on the winners, 24 cells.
 # Call 1 ran PART=pqk at debfe84 (PIPELINE_QK as first written: q.k one block ahead, softmax right after), call 2 at
-# f6d93a5 (the reordered loop); call 3 PART=ab at 1f1a0c4, call 4 PART=ab2.
+# f6d93a5 (the reordered loop); call 3 PART=ab at 59666ec, call 4 PART=ab2.
 # Run from the repository root of the commit (the device copies the working tree):
 #   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run17.sh
 # Earlier runs' scripts ran from a snapshot of the commit (git archive HEAD):
