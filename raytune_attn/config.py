@@ -35,15 +35,11 @@ KNOBS: dict[str, type] = {
     "REVERSE_M": bool,  # heavy-first tile order: last (causal: longest) query blocks scheduled first
     # NVIDIA-only launch option: cap on 32-bit registers per thread (ptx .maxnreg); 0 = no cap (compiler's choice).
     "maxnreg": int,
-    # The unmasked key loop issues the next block's q.k before this block's softmax (FlashAttention-3's overlap).
-    "PIPELINE_QK": bool,
-    "TMA_Q": bool,  # Q loaded through a tensor descriptor (TMA) rather than pointers
-    "TMA_O": bool,  # O stored through a tensor descriptor (TMA) rather than pointers
 }
 AMD_ONLY_KNOBS = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})
 NVIDIA_ONLY_KNOBS = frozenset({"maxnreg"})
 CONSTEXPR_KNOBS = ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "SPLIT_MASK", "USE_TMA", "WARP_SPECIALIZE", "PERSISTENT",
-                   "REVERSE_M", "PIPELINE_QK", "TMA_Q", "TMA_O")
+                   "REVERSE_M")
 
 _POW2_BLOCKS = (16, 32, 64, 128, 256)
 
@@ -96,9 +92,6 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
         "PERSISTENT": False,
         "REVERSE_M": False,
         "maxnreg": 0,
-        "PIPELINE_QK": False,
-        "TMA_Q": False,
-        "TMA_O": False,
     }
 
 
@@ -144,8 +137,6 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
     if out["WARP_SPECIALIZE"] and out["num_warps"] % 4:
         raise InvalidConfig(f"WARP_SPECIALIZE needs num_warps a multiple of 4 (whole warp groups), got "
                             f"{out['num_warps']}")
-    if out["PIPELINE_QK"] and not out["SPLIT_MASK"]:
-        raise InvalidConfig("PIPELINE_QK pipelines the unmasked key loop, which exists only with SPLIT_MASK on")
     if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
         raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
     if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):

@@ -59,7 +59,7 @@ def _check_dense(shape, causal, dtype, config, scale=None):
     b, hq, hkv, sq, sk, d = shape
     q, k, v = _rand(b, hq, sq, d, dtype=dtype), _rand(b, hkv, sk, d, dtype=dtype), _rand(b, hkv, sk, d, dtype=dtype)
     cfg = validate_config(config, head_dim=d, vendor="nvidia" if HAS_GPU else "cpu")
-    if (cfg["USE_TMA"] or cfg["TMA_Q"] or cfg["TMA_O"]) and not TMA_OK:
+    if cfg["USE_TMA"] and not TMA_OK:
         pytest.skip("tensor-descriptor loads need Hopper")
     out = torch.full_like(q, float("nan"))
     out, lse = flash_attn_fwd(q, k, v, cfg, causal=causal, softmax_scale=scale, return_lse=True, out=out)
@@ -155,11 +155,6 @@ HOPPER_KNOB_CONFIGS = [
     {"maxnreg": 128},
     {"WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True, "maxnreg": 232, "USE_TMA": True},
     {"PERSISTENT": True, "REVERSE_M": True, "SPLIT_MASK": False, "PRE_LOAD_V": True},
-    {"PIPELINE_QK": True},
-    {"PIPELINE_QK": True, "USE_TMA": True, "PERSISTENT": True, "REVERSE_M": True},
-    {"TMA_Q": True, "TMA_O": True},
-    {"TMA_Q": True, "USE_TMA": True, "PERSISTENT": True},
-    {"TMA_O": True},
 ]
 
 
@@ -183,20 +178,6 @@ def test_hopper_knobs_varlen(knobs, causal):
     # An empty sequence, Sq != Sk per sequence and the longest one in the middle (tiles past a short sequence's
     # end are skipped by the persistent loop, and counted from the end under REVERSE_M).
     test_varlen(([5, 33, 0], [9, 20, 4]), (4, 2, 32), causal, DTYPES[0], _hopper_cfg(knobs))
-
-
-@pytest.mark.parametrize("seqlen_k", [16, 32, 48, 64, 112])
-def test_pipelined_key_loop_any_block_count(seqlen_k):
-    # PIPELINE_QK peels blocks 0-1 and the last two off its loop: 1, 2, 3, 4 and 7 whole key blocks of 16.
-    cfg = {"BLOCK_M": 64 if HAS_GPU else 16, "BLOCK_N": 16, "PIPELINE_QK": True}
-    _check_dense((1, 2, 2, 24, seqlen_k, 32), False, DTYPES[0], cfg)
-
-
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-def test_tma_q_and_o_with_a_padded_head_dim(causal):
-    # Head dim 40 runs in 64-wide tiles: Q's descriptor zero-fills columns 40-63, O's clips them at the store.
-    cfg = {"BLOCK_M": 64 if HAS_GPU else 16, "BLOCK_N": 32 if HAS_GPU else 16, "TMA_Q": True, "TMA_O": True}
-    _check_dense((2, 2, 1, 37, 45, 40), causal, DTYPES[0], cfg)
 
 
 def test_unsupported_knobs_raise_invalid_config(monkeypatch):

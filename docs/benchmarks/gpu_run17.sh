@@ -13,6 +13,8 @@
 #             split in two knobs, TMA_Q (the load) and TMA_O (the store), each alone on the winners, 24 cells.
 # Call 1 ran PART=pqk at debfe84 (PIPELINE_QK as first written: q.k one block ahead, softmax right after), call 2 at
 # f6d93a5 (the reordered loop); call 3 PART=ab at 59666ec, call 4 PART=ab2.
+# The three parts measured knobs removed after call 4 (PIPELINE_QK, TMA_QO, TMA_Q, TMA_O; docs/kernel.md, "Tried and
+# dropped"): they run only from the commits named above, where pipeline_qk_check.py / kernel_ab.py knew them.
 # Run from the repository root of the commit (the device copies the working tree):
 #   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run17.sh
 # Earlier runs' scripts ran from a snapshot of the commit (git archive HEAD):

@@ -2,7 +2,7 @@
 variant's knobs, plus hand-picked configs for the short sequences, with SDPA flash and cuDNN timed on the same
 inputs.
 
-    python3 docs/benchmarks/kernel_ab.py --out $OUT/ab.json [--variants tmaqo,tmaqo+tma] [--seqs 512,1024,4096,16384]
+    python3 docs/benchmarks/kernel_ab.py --out $OUT/ab.json [--variants tma,rev+tma] [--seqs 512,1024,4096,16384]
 
 Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and not). Per cell: run 13's winner
 (`h200/run13/grid-bf16_best_configs.json`), the winner with each variant's knobs, and, for sequences of at most
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import re
 import sys
 import time
@@ -35,9 +36,10 @@ from raytune_attn.problem import Problem  # noqa: E402
 from raytune_attn.workload import make_workload  # noqa: E402
 
 WINNERS = HERE / "h200" / "run13" / "grid-bf16_best_configs.json"
-VARIANTS = {"pqk": {"PIPELINE_QK": True}, "tmaqo": {"TMA_Q": True, "TMA_O": True},
-            "tmaq": {"TMA_Q": True}, "tmao": {"TMA_O": True}, "tma": {"USE_TMA": True},
-            "rev": {"REVERSE_M": True}, "pers": {"PERSISTENT": True}}
+# Run 17 measured three knobs that are gone since (docs/kernel.md, "Tried and dropped"): pqk = PIPELINE_QK,
+# tmaq = TMA_Q, tmao = TMA_O (tmaqo both). A variant is a set of knob values; add one here to A/B a new knob.
+VARIANTS = {"tma": {"USE_TMA": True}, "rev": {"REVERSE_M": True}, "pers": {"PERSISTENT": True},
+            "ws": {"WARP_SPECIALIZE": True, "num_warps": 8}, "preV": {"PRE_LOAD_V": True}}
 TOKENS, WIDTH = 16384, 2048
 
 # Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more
@@ -69,7 +71,7 @@ SHORT = {
 def _label(cfg: dict) -> str:
     s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
     for k, short in (("PRE_LOAD_V", "preV"), ("USE_TMA", "tma"), ("WARP_SPECIALIZE", "ws"), ("REVERSE_M", "rev"),
-                     ("PERSISTENT", "pers"), ("PIPELINE_QK", "pqk"), ("TMA_Q", "tmaq"), ("TMA_O", "tmao")):
+                     ("PERSISTENT", "pers")):
         if cfg.get(k):
             s += f" {short}"
     if cfg.get("maxnreg"):
@@ -82,7 +84,7 @@ def winners() -> dict[str, dict]:
 
 
 def variant(spec: str) -> dict:
-    """`tmaqo+tma` -> the union of the named variants' knobs."""
+    """`rev+tma` -> the union of the named variants' knobs."""
     out = {}
     for name in spec.split("+"):
         if name not in VARIANTS:
@@ -137,10 +139,53 @@ def dot_schedule(problem: Problem, cfg: dict) -> dict:
     return {"schedule": " ".join(seq), **{f"ptx_wait{n}": c for n, c in sorted(waits.items())}}
 
 
+def report(rows: list[dict], variants: list[str]) -> None:
+    """Per cell: the winner, the winner with each variant, the best config of all and SDPA (TFLOP/s, same run); then
+    per variant and head dim the geometric mean of (winner with the variant) / winner over the cells."""
+    print(f"\n{'cell':<18} {'winner':>7} " + " ".join(f"{'+' + v:>10}" for v in variants)
+          + f" {'best':>7} {'flash':>7} {'cuDNN':>7} {'x flash':>7} {'x cuDNN':>7}  best config")
+    cells = list(dict.fromkeys((r["D"], r["causal"], r["S"]) for r in rows))
+    for d, c, s in cells:
+        rs = [r for r in rows if (r["D"], r["causal"], r["S"]) == (d, c, s)]
+
+        def t(pred, rs=rs):
+            vals = [r["tflops"] for r in rs if pred(r) and r.get("tflops") is not None]
+            return max(vals) if vals else None
+
+        ours = [r for r in rs if r["config"] and r.get("tflops") is not None]
+        best = max(ours, key=lambda r: r["tflops"]) if ours else None
+        flash, cudnn = t(lambda r: r["name"] == "sdpa-flash"), t(lambda r: r["name"] == "sdpa-cudnn")
+        vals = [t(lambda r: r["name"].startswith("winner ")), *[t(lambda r, v=v: r["name"] == f"winner+{v}")
+                                                                for v in variants],
+                best["tflops"] if best else None, flash, cudnn]
+        ratios = [best["tflops"] / x if best and x else None for x in (flash, cudnn)]
+        cell = f"D{d} {'causal' if c else 'full'} S{s}"
+        print(f"{cell:<18} " + " ".join(f"{v:7.1f}" if v is not None else f"{'-':>7}" for v in vals[:1])
+              + " " + " ".join(f"{v:10.1f}" if v is not None else f"{'-':>10}" for v in vals[1:-3])
+              + " " + " ".join(f"{v:7.1f}" if v is not None else f"{'-':>7}" for v in vals[-3:])
+              + " " + " ".join(f"{v:7.2f}" if v is not None else f"{'-':>7}" for v in ratios)
+              + f"  {best['name'] if best else ''}")
+    print(f"\n{'variant':<12} " + " ".join(f"{'D' + str(d):>7}" for d in sorted({r['D'] for r in rows})) + "     all")
+    for v in variants:
+        line = []
+        for dims in [[d] for d in sorted({r["D"] for r in rows})] + [sorted({r["D"] for r in rows})]:
+            ratios = []
+            for d, c, s in cells:
+                if d not in dims:
+                    continue
+                rs = [r for r in rows if (r["D"], r["causal"], r["S"]) == (d, c, s) and r.get("tflops") is not None]
+                won = [r["tflops"] for r in rs if r["name"].startswith("winner ")]
+                var = [r["tflops"] for r in rs if r["name"] == f"winner+{v}"]
+                if won and var:
+                    ratios.append(var[0] / won[0])
+            line.append(f"{math.exp(sum(map(math.log, ratios)) / len(ratios)):7.3f}" if ratios else f"{'-':>7}")
+        print(f"{'+' + v:<12} " + " ".join(line))
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="ab.json")
-    ap.add_argument("--variants", default="tmaqo,tmaqo+tma", help="comma-separated; each a +-joined set of "
+    ap.add_argument("--variants", default="tma,rev", help="comma-separated; each a +-joined set of "
                     f"{', '.join(VARIANTS)}")
     ap.add_argument("--seqs", default="512,1024,4096,16384", help="sequence lengths (B = 16384 / S)")
     ap.add_argument("--short", type=int, default=1024, help="add the SHORT configs up to this sequence length")
@@ -148,7 +193,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
     ap.add_argument("--rep-ms", type=float, default=100.0)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--summarize", metavar="JSON", help="print the tables of an earlier run's output and stop")
     a = ap.parse_args(argv)
+    if a.summarize:
+        rows = json.loads(Path(a.summarize).read_text())["rows"]
+        names = dict.fromkeys(r["name"][len("winner+"):] for r in rows if r["name"].startswith("winner+"))
+        report(rows, list(names))
+        return 0
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -185,30 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     Path(a.out).write_text(json.dumps({"env": env, "wall_s": round(wall, 1), "rows": rows, "ptx": ptx}, indent=1,
                                       default=str))
     print(f"\n{len(rows)} rows, {wall:.0f} s; wrote {a.out}")
-    # Per cell: the winner, the winner with each variant, the best config of all, SDPA (TFLOP/s, same run).
-    print(f"\n{'cell':<18} {'winner':>7} " + " ".join(f"{'+' + v:>10}" for v in variants)
-          + f" {'best':>7} {'flash':>7} {'cuDNN':>7} {'x flash':>7} {'x cuDNN':>7}  best config")
-    cells = list(dict.fromkeys((r["D"], r["causal"], r["S"]) for r in rows))
-    for d, c, s in cells:
-        rs = [r for r in rows if (r["D"], r["causal"], r["S"]) == (d, c, s)]
-
-        def t(pred, rs=rs):
-            vals = [r["tflops"] for r in rs if pred(r) and r.get("tflops") is not None]
-            return max(vals) if vals else None
-
-        ours = [r for r in rs if r["config"] and r.get("tflops") is not None]
-        best = max(ours, key=lambda r: r["tflops"]) if ours else None
-        flash, cudnn = t(lambda r: r["name"] == "sdpa-flash"), t(lambda r: r["name"] == "sdpa-cudnn")
-        vals = [t(lambda r: r["name"].startswith("winner ")), *[t(lambda r, v=v: r["name"] == f"winner+{v}")
-                                                                for v in variants],
-                best["tflops"] if best else None, flash, cudnn]
-        ratios = [best["tflops"] / x if best and x else None for x in (flash, cudnn)]
-        cell = f"D{d} {'causal' if c else 'full'} S{s}"
-        print(f"{cell:<18} " + " ".join(f"{v:7.1f}" if v is not None else f"{'-':>7}" for v in vals[:1])
-              + " " + " ".join(f"{v:10.1f}" if v is not None else f"{'-':>10}" for v in vals[1:-3])
-              + " " + " ".join(f"{v:7.1f}" if v is not None else f"{'-':>7}" for v in vals[-3:])
-              + " " + " ".join(f"{v:7.2f}" if v is not None else f"{'-':>7}" for v in ratios)
-              + f"  {best['name'] if best else ''}")
+    report(rows, variants)
     return 0
 
 

@@ -52,63 +52,6 @@ def _load_kv_tile(base, desc, start_n, offs_n, offs_d, stride_n, seqlen_k,
 
 
 @triton.jit
-def _softmax_step(qk, m_i, l_i, qk_scale, dtype: tl.constexpr):
-    """Online-softmax statistics of one unmasked score tile (raw q.k): the tile's probabilities `p` (in the
-    inputs' dtype, ready for the P.V matmul), the factor `alpha` that rescales what was accumulated under the old
-    row max, and the new (m, l)."""
-    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-    alpha = tl.math.exp2(m_i - m_new)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    return p.to(dtype), alpha, m_new, l_i
-
-
-@triton.jit
-def _attn_fwd_inner_pipelined(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, offs_n, offs_d,
-                              stride_kn, stride_vn, seqlen_k, qk_scale,
-                              HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                              USE_TMA: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
-    """The unmasked key loop, software-pipelined by hand so that the softmax overlaps a matmul (the intra-warpgroup
-    overlap of FlashAttention-3). Iteration j runs, in this order:
-
-        acc = acc * alpha[j-2] + P[j-2] V[j-2]    (waits for every matmul in flight, q.K[j-1] included)
-        S[j] = q K[j]^T                           (issued, left in flight)
-        P[j-1], alpha[j-1] = softmax(S[j-1])      (the warps' exponentials while the tensor cores compute S[j])
-
-    The order is what lets Triton's Hopper pipeliner (asyncLaunchDots) keep S[j]'s wgmma in flight: a dot whose
-    result is only carried to the next iteration, and read there after the loop's first full wait (the P.V dot's),
-    is "properly async". In the plain loop S[j] is read right away, so every wgmma is waited for at once and the
-    softmax runs with the tensor cores idle. Costs one more [BLOCK_M, BLOCK_N] tile of registers (the scores in
-    flight beside the ones being exponentiated). Blocks 0 and 1 and the last two are peeled off the loop.
-    [lo, hi) holds whole blocks inside the sequence (the caller's unmasked range), so no load needs a mask."""
-    if lo < hi:
-        k = _load_kv_tile(k_base, k_desc, lo, offs_n, offs_d, stride_kn, seqlen_k, HEAD_DIM, BLOCK_D, False, USE_TMA)
-        p, alpha, m_i, l_i = _softmax_step(tl.dot(q, tl.trans(k)), m_i, l_i, qk_scale, q.dtype)
-        if lo + BLOCK_N < hi:
-            k = _load_kv_tile(k_base, k_desc, lo + BLOCK_N, offs_n, offs_d, stride_kn, seqlen_k,
-                              HEAD_DIM, BLOCK_D, False, USE_TMA)
-            qk = tl.dot(q, tl.trans(k))
-            for start_n in tl.range(lo + 2 * BLOCK_N, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-                start_n = tl.multiple_of(start_n, BLOCK_N)
-                v = _load_kv_tile(v_base, v_desc, start_n - 2 * BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
-                                  HEAD_DIM, BLOCK_D, False, USE_TMA)
-                acc = tl.dot(p, v, acc * alpha[:, None])
-                k = _load_kv_tile(k_base, k_desc, start_n, offs_n, offs_d, stride_kn, seqlen_k,
-                                  HEAD_DIM, BLOCK_D, False, USE_TMA)
-                qk_next = tl.dot(q, tl.trans(k))
-                p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, q.dtype)
-                qk = qk_next
-            v = _load_kv_tile(v_base, v_desc, hi - 2 * BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
-                              HEAD_DIM, BLOCK_D, False, USE_TMA)
-            acc = tl.dot(p, v, acc * alpha[:, None])
-            p, alpha, m_i, l_i = _softmax_step(qk, m_i, l_i, qk_scale, q.dtype)
-        v = _load_kv_tile(v_base, v_desc, hi - BLOCK_N, offs_n, offs_d, stride_vn, seqlen_k,
-                          HEAD_DIM, BLOCK_D, False, USE_TMA)
-        acc = tl.dot(p, v, acc * alpha[:, None])
-    return acc, l_i, m_i
-
-
-@triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, offs_m, offs_n, offs_d,
                     stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
@@ -183,9 +126,7 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
-                   USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                   PIPELINE_QK: tl.constexpr, TMA_Q: tl.constexpr,
-                   TMA_O: tl.constexpr):
+                   USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
     has checked starts inside the sequence."""
     if USE_TMA:
@@ -201,14 +142,7 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     q_mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < HEAD_DIM)
-    if TMA_Q:
-        # Q straight into shared memory by the copy engine (zero-filled past the sequence and the head dim): no
-        # staging through registers.
-        q_desc = tl.make_tensor_descriptor(q_base, shape=[seqlen_q, HEAD_DIM], strides=[stride_qm, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
-        q = q_desc.load([start_m * BLOCK_M, 0])
-    else:
-        q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
+    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -229,15 +163,10 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # Whole blocks below the diagonal and inside the sequence need no mask; the rest (the diagonal band and
         # a ragged last block) go through the masked loop.
         n_full = tl.maximum(full_end, 0) // BLOCK_N * BLOCK_N
-        if PIPELINE_QK:
-            acc, l_i, m_i = _attn_fwd_inner_pipelined(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
-                                                      offs_n, offs_d, stride_kn, stride_vn, seqlen_k, qk_scale,
-                                                      HEAD_DIM, BLOCK_N, BLOCK_D, USE_TMA, WARP_SPECIALIZE)
-        else:
-            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
-                                            offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                            HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                            WARP_SPECIALIZE)
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
+                                        offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                        WARP_SPECIALIZE)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, n_full, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
@@ -251,14 +180,7 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
     # Rows that saw no key have l = 0 and acc = 0: divide by 1 so they output 0 rather than 0/0.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_safe[:, None]
-    if TMA_O:
-        # O out through shared memory by the copy engine (clipped past the sequence and the head dim).
-        o_desc = tl.make_tensor_descriptor(o_base, shape=[seqlen_q, HEAD_DIM], strides=[stride_om, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
-        o_desc.store([start_m * BLOCK_M, 0], out.to(o_base.dtype.element_ty))
-    else:
-        tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], out.to(o_base.dtype.element_ty),
-                 mask=q_mask)
+    tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], out.to(o_base.dtype.element_ty), mask=q_mask)
     if RETURN_LSE:
         # Back from log2 units to natural log: lse = ln(sum exp(x * scale)) = (m + log2 l) * ln 2.
         lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
@@ -277,8 +199,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
               SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr,
-              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, PIPELINE_QK: tl.constexpr,
-              TMA_Q: tl.constexpr, TMA_O: tl.constexpr):
+              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
     """Grid (cdiv(max Sq, BLOCK_M), batch * Hq): one program per output tile."""
     if REVERSE_M:
         # Heavy tiles first: the hardware hands out blocks in launch order, and under a causal mask the last query
@@ -304,7 +225,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
-                   WARP_SPECIALIZE, PIPELINE_QK, TMA_Q, TMA_O)
+                   WARP_SPECIALIZE)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
@@ -316,9 +237,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
-                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
-                         PIPELINE_QK: tl.constexpr, TMA_Q: tl.constexpr,
-                   TMA_O: tl.constexpr):
+                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
@@ -343,7 +262,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
-                           RETURN_LSE, WARP_SPECIALIZE, PIPELINE_QK, TMA_Q, TMA_O)
+                           RETURN_LSE, WARP_SPECIALIZE)
 
 
 def _set_tma_allocator():
@@ -461,7 +380,7 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         l_strides = tuple(lse.stride()) if return_lse else (0, 0, 0)
     hkv = k.shape[-2] if varlen else k.shape[1]
 
-    if (config["USE_TMA"] or config.get("TMA_Q") or config.get("TMA_O")) and q.is_cuda and not _TMA_ALLOCATOR_SET:
+    if config["USE_TMA"] and q.is_cuda and not _TMA_ALLOCATOR_SET:
         _set_tma_allocator()
         _TMA_ALLOCATOR_SET = True
     launch_opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
@@ -484,8 +403,6 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
         SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
         WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
-        PIPELINE_QK=config.get("PIPELINE_QK", False), TMA_Q=config.get("TMA_Q", False),
-        TMA_O=config.get("TMA_O", False),
         **launch_opts,
     )
     if config.get("PERSISTENT", False):
