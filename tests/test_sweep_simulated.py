@@ -100,8 +100,9 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
     ph = s["tune_phases_s"]
     assert all(v is not None and v >= 0 for v in ph.values())
     assert sum(ph.values()) == pytest.approx(s["tune_wall_s"], abs=1e-3)
-    # At most 4 trials in flight: Tune ran the 16 trials in at least 4 processes and, reusing them, in fewer than 16.
-    assert 4 <= s["trial_processes"] < 16
+    # Tune reused its trial processes: the 16 trials reported from fewer processes than trials. (Not "at least 4", the
+    # trials in flight: a process counts once its trial reports, and a loaded CI machine saw 3.)
+    assert 1 <= s["trial_processes"] < 16
     # The two problems are one family (sizes differ): each search's final re-measure adds the other's winner by its
     # rungs when it never measured that config itself (--family-k, default 2), and the winner comes from both.
     best = json.loads((out / "best_configs.json").read_text())["entries"]
