@@ -11,8 +11,13 @@
 #             closest to SDPA flash.
 #   PART=ab2  (nvidia-h200) call 3's TMA_QO lost nearly everywhere while it freed registers: which end costs? TMA_QO
 #             split in two knobs, TMA_Q (the load) and TMA_O (the store), each alone on the winners, 24 cells.
+#   PART=preload (nvidia-h200-x2) issue 4: the embedded cluster's worker processes import Ray Tune and the trial module
+#             as Ray starts them (RAY_preload_python_modules; Ray prestarts workers when the driver connects, and Tune's
+#             trial actors take them). The Llama sweep as in run 16 call 3 (copies of one precompiled cache, 16 trials
+#             per GPU, no baselines, host cleared between sweeps): one GPU without then with the preload, two GPUs
+#             without then with, all in one call.
 # Call 1 ran PART=pqk at debfe84 (PIPELINE_QK as first written: q.k one block ahead, softmax right after), call 2 at
-# f6d93a5 (the reordered loop); call 3 PART=ab at 59666ec, call 4 PART=ab2.
+# f6d93a5 (the reordered loop); call 3 PART=ab at 59666ec, call 4 PART=ab2 at be833de, call 5 PART=preload.
 # The three parts measured knobs removed after call 4 (PIPELINE_QK, TMA_QO, TMA_Q, TMA_O; docs/kernel.md, "Tried and
 # dropped"): they run only from the commits named above, where pipeline_qk_check.py / kernel_ab.py knew them.
 # Run from the repository root of the commit (the device copies the working tree):
@@ -21,6 +26,12 @@
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run17.sh
 RUN=run17 PART=${PART:-pqk}
 source docs/benchmarks/gpu_lib.sh
+
+tune_phases() {  # tune_phases NAME: where Tune's time went, from the sweep's summary
+  python3 -c "import json; s = json.load(open('/tmp/$1/summary.json')); print('$1', {k: s.get(k) for k in \
+('wall_s', 'tune_wall_s', 'configs_per_s', 'gpu_busy_fraction', 'tune_phases_s', 'trial_processes', \
+'trials_deferred')})"
+}
 
 case $PART in
   pqk)
@@ -32,4 +43,11 @@ case $PART in
   ab2)
     TRITON_CACHE_DIR=/tmp/triton-ab timeout 560 python3 docs/benchmarks/kernel_ab.py --variants tmaq,tmao,tmaq+tma \
       --short 0 --out "$OUT/ab2_bf16.json" --workers 15 2>&1 | tee "$OUT/ab2_bf16.log" | grep -v "TFLOP/s" | tail -70 ;;
+  preload)
+    precompile 150
+    for n in 1gpu 2gpu; do
+      gpus=0; [ $n = 2gpu ] && gpus=0,1
+      (export RAY_preload_python_modules=; paired llama-$n-off 120 $gpus 16); tune_phases llama-$n-off
+      paired llama-$n-on 120 $gpus 16; tune_phases llama-$n-on
+    done ;;
 esac
