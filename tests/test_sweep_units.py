@@ -171,36 +171,6 @@ def test_flags():
         parse_args(["--searcher", "bayes"])
 
 
-class _StopAtInit(Exception):
-    pass
-
-
-@pytest.mark.parametrize("preset", [None, "", "numpy"], ids=["default", "empty", "user's"])
-def test_embedded_cluster_preloads_the_trial_modules_unless_told_otherwise(monkeypatch, tmp_path, preset):
-    import importlib
-
-    import ray
-
-    from raytune_attn.sweep import driver
-
-    seen = {}
-
-    def fake_init(*a, **kw):  # the raylet ray.init would start reads the variable from this environment
-        seen["preload"] = driver.os.environ.get("RAY_preload_python_modules")
-        raise _StopAtInit
-
-    if preset is None:
-        monkeypatch.delenv("RAY_preload_python_modules", raising=False)
-    else:
-        monkeypatch.setenv("RAY_preload_python_modules", preset)
-    monkeypatch.setattr(ray, "init", fake_init)
-    with pytest.raises(_StopAtInit):
-        driver.run(parse_args(["--out", str(tmp_path / "out")]))
-    assert seen["preload"] == (driver.PRELOAD_MODULES if preset is None else preset)
-    for module in driver.PRELOAD_MODULES.split(","):  # a typo would only be logged by each worker
-        importlib.import_module(module)
-
-
 def test_family_siblings_are_the_same_kernel_nearest_length_first():
     from raytune_attn.sweep.driver import _nearest_siblings
 

@@ -17,7 +17,8 @@
 #             per GPU, no baselines, host cleared between sweeps): one GPU without then with the preload, two GPUs
 #             without then with, all in one call.
 # Call 1 ran PART=pqk at debfe84 (PIPELINE_QK as first written: q.k one block ahead, softmax right after), call 2 at
-# f6d93a5 (the reordered loop); call 3 PART=ab at 59666ec, call 4 PART=ab2 at be833de, call 5 PART=preload.
+# f6d93a5 (the reordered loop); call 3 PART=ab at 59666ec, call 4 PART=ab2 at be833de, call 5 PART=preload at dcee9f3 (the preload was
+# removed after it: it changed nothing, and the part runs only from that commit).
 # The three parts measured knobs removed after call 4 (PIPELINE_QK, TMA_QO, TMA_Q, TMA_O; docs/kernel.md, "Tried and
 # dropped"): they run only from the commits named above, where pipeline_qk_check.py / kernel_ab.py knew them.
 # Run from the repository root of the commit (the device copies the working tree):

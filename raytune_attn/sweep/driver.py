@@ -21,12 +21,6 @@ from pathlib import Path
 CPU_NOTE = ("NOTE: no GPU in this Ray cluster: the sweep runs the Triton interpreter on the CPU with tiny problems. "
             "Its timings are NOT representative of any GPU; it exercises the pipeline only.")
 _RESUME_KEEP = ("address", "tracking_uri", "resume", "out", "name", "compile_workers", "num_cpus", "no_mlflow")
-# Modules the embedded cluster's worker processes import as they start. Ray prestarts a worker process per CPU when
-# the driver connects, before Tune exists; Tune's trial actors then take those processes, and each trial process
-# otherwise imports Ray Tune (about 3 CPU-seconds) when its first trial starts, all 16-32 trials per GPU at once.
-# Set RAY_preload_python_modules yourself to change the list (empty: none); on an existing cluster it is the
-# cluster's setting (docs/cluster.md).
-PRELOAD_MODULES = "ray.tune,raytune_attn.sweep.trial"
 
 
 class SweepUsageError(ValueError):
@@ -218,7 +212,6 @@ def run(args) -> dict:
     if args.address:
         ray.init(address=args.address, namespace=namespace, log_to_driver=False)
     else:
-        os.environ.setdefault("RAY_preload_python_modules", PRELOAD_MODULES)  # read by the raylet ray.init starts
         ray.init(address="local", num_cpus=args.num_cpus, namespace=namespace, include_dashboard=False,
                  log_to_driver=False)  # "local": a new cluster even when RAY_ADDRESS is set
     actors = {}
