@@ -12,7 +12,8 @@
 #                                        cleared first, `vmstat -t 1` beside it in $OUT/vmstat_NAME.txt;
 #   clear_host                           stops what a sweep cut by its time limit leaves behind;
 #   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
-#                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD).
+#                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD);
+#   tune_phases NAME                     where sweep NAME's time went, from its summary.
 set -u
 mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
 export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
@@ -63,4 +64,9 @@ head_dim_cells() {  # head_dim_cells GRID D
   python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/$1.yaml')); \
 d['problems'] = [p for p in d['problems'] if p['head_dim'] == $2]; d['name'] = '$1_d$2'; \
 yaml.safe_dump(d, open('/tmp/$1_d$2.yaml', 'w'))"
+}
+tune_phases() {  # tune_phases NAME
+  python3 -c "import json; s = json.load(open('/tmp/$1/summary.json')); print('$1', {k: s.get(k) for k in \
+('wall_s', 'tune_wall_s', 'configs_per_s', 'gpu_busy_fraction', 'tune_phases_s', 'trial_processes', \
+'trials_deferred', 'state_saves_s')})"
 }

@@ -18,12 +18,6 @@
 RUN=run16 PART=${PART:-profile}
 source docs/benchmarks/gpu_lib.sh
 
-tune_phases() {  # tune_phases NAME: where Tune's time went, from the sweep's summary
-  python3 -c "import json; s = json.load(open('/tmp/$1/summary.json')); print('$1', {k: s.get(k) for k in \
-('tune_wall_s', 'configs_per_s', 'gpu_busy_fraction', 'tune_phases_s', 'trial_processes', 'trials_deferred', \
-'state_saves_s')})"
-}
-
 loop_profile() {  # loop_profile FILE: the driver's profile, by cumulative and own time
   python3 -c "import pstats; p = pstats.Stats('$1'); p.sort_stats('cumulative').print_stats(60); \
 p.sort_stats('tottime').print_stats(30)" | cut -c1-220 > "$1.txt"; head -80 "$1.txt"

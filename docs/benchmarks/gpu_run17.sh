@@ -28,12 +28,6 @@
 RUN=run17 PART=${PART:-pqk}
 source docs/benchmarks/gpu_lib.sh
 
-tune_phases() {  # tune_phases NAME: where Tune's time went, from the sweep's summary
-  python3 -c "import json; s = json.load(open('/tmp/$1/summary.json')); print('$1', {k: s.get(k) for k in \
-('wall_s', 'tune_wall_s', 'configs_per_s', 'gpu_busy_fraction', 'tune_phases_s', 'trial_processes', \
-'trials_deferred')})"
-}
-
 case $PART in
   pqk)
     TRITON_CACHE_DIR=/tmp/triton-pqk timeout 560 python3 docs/benchmarks/pipeline_qk_check.py \

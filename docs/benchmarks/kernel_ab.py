@@ -29,6 +29,7 @@ sys.path.insert(0, str(HERE))
 
 import gpu_knobs_check as gkc  # noqa: E402
 import torch  # noqa: E402
+from grid_table import _short as _label  # noqa: E402 - the grid tables' config labels
 
 from raytune_attn.compile_pool import CompilePool  # noqa: E402
 from raytune_attn.config import default_config, validate_config  # noqa: E402
@@ -66,17 +67,6 @@ SHORT = {
           {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True, "REVERSE_M": True,
            "PERSISTENT": True}],
 }
-
-
-def _label(cfg: dict) -> str:
-    s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
-    for k, short in (("PRE_LOAD_V", "preV"), ("USE_TMA", "tma"), ("WARP_SPECIALIZE", "ws"), ("REVERSE_M", "rev"),
-                     ("PERSISTENT", "pers")):
-        if cfg.get(k):
-            s += f" {short}"
-    if cfg.get("maxnreg"):
-        s += f" nreg{cfg['maxnreg']}"
-    return s
 
 
 def winners() -> dict[str, dict]:
