@@ -111,7 +111,8 @@ class CompilePool:
         """Spawn the workers now (at most `n` in all), rather than at the first compile. Each one imports torch and
         Triton (a few CPU seconds); started lazily, the sweep's 31 compile processes did that in the seconds Tune
         starts its trial processes, all on the same cores (run 14: the host at 100% for ~9 s from Tune's start)."""
-        while len(self._procs) < min(self.workers, self.workers if n is None else n):
+        limit = self.workers if n is None else min(self.workers, n)
+        while len(self._procs) < limit:
             self._procs.append(self._spawn())
 
     def compile(self, problem: Problem, configs: Iterable[dict]) -> Iterator[CompileResult]:

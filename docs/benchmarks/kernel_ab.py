@@ -172,21 +172,42 @@ def report(rows: list[dict], variants: list[str]) -> None:
         print(f"{'+' + v:<12} " + " ".join(line))
 
 
+def _int_list(allowed=None):
+    """An argparse type: comma-separated positive integers (from `allowed` when given)."""
+    def parse(text: str) -> list[int]:
+        try:
+            vals = [int(x) for x in text.split(",") if x.strip()]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+        bad = [v for v in vals if v <= 0 or (allowed is not None and v not in allowed)]
+        if not vals or bad:
+            raise argparse.ArgumentTypeError(f"{text!r}: {bad or 'nothing'} not allowed"
+                                             + (f" (allowed: {sorted(allowed)})" if allowed else ""))
+        return vals
+    return parse
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="ab.json")
     ap.add_argument("--variants", default="tma,rev", help="comma-separated; each a +-joined set of "
                     f"{', '.join(VARIANTS)}")
-    ap.add_argument("--seqs", default="512,1024,4096,16384", help="sequence lengths (B = 16384 / S)")
+    ap.add_argument("--seqs", type=_int_list(), default=[512, 1024, 4096, 16384],
+                    help="sequence lengths, comma-separated (B = 16384 / S)")
     ap.add_argument("--short", type=int, default=1024, help="add the SHORT configs up to this sequence length")
-    ap.add_argument("--dims", default="64,128,256")
-    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"))
+    ap.add_argument("--dims", type=_int_list(SHORT), default=[64, 128, 256], help="head dims, comma-separated")
+    ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"),
+                    help="run 13's winners are bf16's: with float16 only the SHORT configs and SDPA run")
     ap.add_argument("--rep-ms", type=float, default=100.0)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--summarize", metavar="JSON", help="print the tables of an earlier run's output and stop")
     a = ap.parse_args(argv)
     if a.summarize:
-        rows = json.loads(Path(a.summarize).read_text())["rows"]
+        try:
+            rows = json.loads(Path(a.summarize).read_text())["rows"]
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            print(f"--summarize {a.summarize}: not this script's output ({type(e).__name__}: {e})", file=sys.stderr)
+            return 2
         names = dict.fromkeys(r["name"][len("winner+"):] for r in rows if r["name"].startswith("winner+"))
         report(rows, list(names))
         return 0
@@ -205,14 +226,14 @@ def main(argv: list[str] | None = None) -> int:
     rows, ptx = [], []
     pool = CompilePool(a.workers, timeout_s=120.0, device="cuda")
     try:
-        for d in (int(x) for x in a.dims.split(",")):
+        for d in a.dims:
             for causal in (False, True):
-                for s in (int(x) for x in a.seqs.split(",")):
+                for s in a.seqs:
                     p = Problem(batch=TOKENS // s, hq=WIDTH // d, hkv=WIDTH // d, seqlen_q=s, seqlen_k=s,
                                 head_dim=d, causal=causal, dtype=a.dtype)
                     named = named_configs(p, won.get(p.key), variants, s <= a.short)
                     rows += gkc.run_problem(p, pool, a.rep_ms, named)
-                    if s == max(int(x) for x in a.seqs.split(",")):
+                    if s == max(a.seqs):
                         for name, cfg in named[:2]:
                             try:
                                 ptx.append({"D": d, "causal": causal, "name": name, **dot_schedule(p, cfg)})
