@@ -40,7 +40,8 @@ WINNERS = HERE / "h200" / "run13" / "grid-bf16_best_configs.json"
 # Run 17 measured three knobs that are gone since (docs/kernel.md, "Tried and dropped"): pqk = PIPELINE_QK,
 # tmaq = TMA_Q, tmao = TMA_O (tmaqo both). A variant is a set of knob values; add one here to A/B a new knob.
 VARIANTS = {"tma": {"USE_TMA": True}, "rev": {"REVERSE_M": True}, "pers": {"PERSISTENT": True},
-            "ws": {"WARP_SPECIALIZE": True, "num_warps": 8}, "preV": {"PRE_LOAD_V": True}}
+            "ws": {"WARP_SPECIALIZE": True, "num_warps": 8}, "preV": {"PRE_LOAD_V": True},
+            "qreg": {"Q_IN_REGS": True}, "nocap": {"maxnreg": 0}, "n128": {"BLOCK_N": 128}}
 TOKENS, WIDTH = 16384, 2048
 
 # Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more
@@ -103,23 +104,30 @@ def named_configs(problem: Problem, won: dict | None, variants: list[str], short
     return uniq
 
 
-def dot_schedule(problem: Problem, cfg: dict) -> dict:
-    """The compiled kernel's matmuls and matmul waits in program order, from its TTGIR: `D` a wgmma group, `W0` a
-    wait for all of them, `Wn` a wait leaving n in flight, `for(` / `if(` where a loop / branch starts. A `D` not
-    followed by `W0` before the next `D` is a matmul left in flight. Also the PTX's wait counts."""
+def dot_schedule(problem: Problem, cfg: dict, ir_path: Path | None = None) -> dict:
+    """The compiled kernel's matmuls and matmul waits in program order, from its TTGIR: `D` a wgmma group (`Dr` when
+    its first operand is in registers), `W0` a wait for all of them, `Wn` a wait leaving n in flight, `L` a load of
+    a matmul operand from shared memory into registers, `for(` / `if(` where a loop / branch starts. A `D` not
+    followed by `W0` before the next `D` is a matmul left in flight. Also the PTX's wait counts. `ir_path`: where
+    to write the TTGIR."""
     from raytune_attn.kernels.flash_attn import flash_attn_fwd
 
     w = make_workload(problem, device="cuda")
     full = validate_config(cfg, head_dim=problem.head_dim, vendor="nvidia")
     compiled = flash_attn_fwd(w.q, w.k, w.v, full, causal=problem.causal, compile_only=True)
     ttgir = compiled.asm.get("ttgir", "")
+    if ir_path is not None:
+        ir_path.parent.mkdir(parents=True, exist_ok=True)
+        ir_path.write_text(ttgir)
     seq = []
     for line in ttgir.splitlines():
         if "ttng.warp_group_dot_wait" in line:
             m = re.search(r"pendings\s*=\s*(\d+)", line)
             seq.append(f"W{m.group(1) if m else '?'}")
         elif "ttng.warp_group_dot " in line:
-            seq.append("D")
+            seq.append("Dr" if re.search(r":\s*tensor<", line) else "D")
+        elif "ttg.local_load" in line and "dot_op" in line:
+            seq.append("L")
         elif re.search(r"\bscf\.for\b", line):
             seq.append("for(")
         elif re.search(r"\bscf\.if\b", line):
@@ -200,6 +208,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="run 13's winners are bf16's: with float16 only the SHORT configs and SDPA run")
     ap.add_argument("--rep-ms", type=float, default=100.0)
     ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--ir-dir", type=Path, default=None,
+                    help="write the TTGIR of each head dim's winner and first variant (longest sequence) here")
     ap.add_argument("--summarize", metavar="JSON", help="print the tables of an earlier run's output and stop")
     a = ap.parse_args(argv)
     if a.summarize:
@@ -236,7 +246,9 @@ def main(argv: list[str] | None = None) -> int:
                     if s == max(a.seqs):
                         for name, cfg in named[:2]:
                             try:
-                                ptx.append({"D": d, "causal": causal, "name": name, **dot_schedule(p, cfg)})
+                                slug = f"d{d}_{'causal' if causal else 'full'}_{re.sub(r'[^A-Za-z0-9]+', '_', name)}"
+                                ir = a.ir_dir / f"{slug}.mlir" if a.ir_dir else None
+                                ptx.append({"D": d, "causal": causal, "name": name, **dot_schedule(p, cfg, ir)})
                             except Exception as e:  # noqa: BLE001 - a config that failed above fails here too
                                 ptx.append({"D": d, "causal": causal, "name": name, "error": gkc._first_line(e)})
                             print(json.dumps(ptx[-1]), flush=True)

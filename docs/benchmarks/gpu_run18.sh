@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Eighteenth run. Each PART is one device call of at most 10 minutes.
+#   PART=qreg (nvidia-h200) issue 7: does Q_IN_REGS (q.k's first operand, Q, held in registers: wgmma's register form,
+#             so q.k no longer re-reads Q from shared memory at every key block) pay? kernel_ab.py on run 13's
+#             winners of 24 bf16 grid cells (S 512, 1024, 4096, 16384) with Q_IN_REGS, with it and no register cap,
+#             and with it, no cap and 128-key blocks; the short-sequence configs alike; SDPA flash and cuDNN in the
+#             same run; the TTGIR of each head dim's winner and its first variant (is Q a register operand, and is
+#             it loaded once or at every key block?). Then the CUDA suite's Hopper-knob tests.
+# Run from the repository root of the commit (the device copies the working tree):
+#   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run18.sh
+# (carrying .gpu-bundle/devenv-py312.tar.xz and .gpu-bundle/pytest-site, pytest for the CUDA tests)
+RUN=run18 PART=${PART:-qreg}
+source docs/benchmarks/gpu_lib.sh
+
+case $PART in
+  qreg)
+    TRITON_CACHE_DIR=/tmp/triton-ab timeout 400 python3 docs/benchmarks/kernel_ab.py \
+      --variants qreg,qreg+nocap,qreg+nocap+n128 --ir-dir "$OUT/ir" --out "$OUT/qreg_bf16.json" --workers 15 2>&1 \
+      | tee "$OUT/qreg_bf16.log" | grep -v "TFLOP/s" | tail -70
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
+      -p no:cacheprovider tests/test_flash_attn.py -k "hopper_knobs or q_in_regs" > "$OUT/cuda_hopper_knobs.log" 2>&1
+    echo "cuda tests rc=$?"; tail -5 "$OUT/cuda_hopper_knobs.log" ;;
+esac
