@@ -35,13 +35,11 @@ KNOBS: dict[str, type] = {
     "REVERSE_M": bool,  # heavy-first tile order: last (causal: longest) query blocks scheduled first
     # NVIDIA-only launch option: cap on 32-bit registers per thread (ptx .maxnreg); 0 = no cap (compiler's choice).
     "maxnreg": int,
-    # q.k's first operand (Q) held in registers instead of shared memory (Hopper wgmma's register-A form).
-    "Q_IN_REGS": bool,
 }
 AMD_ONLY_KNOBS = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})
 NVIDIA_ONLY_KNOBS = frozenset({"maxnreg"})
 CONSTEXPR_KNOBS = ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "SPLIT_MASK", "USE_TMA", "WARP_SPECIALIZE", "PERSISTENT",
-                   "REVERSE_M", "Q_IN_REGS")
+                   "REVERSE_M")
 
 _POW2_BLOCKS = (16, 32, 64, 128, 256)
 
@@ -94,7 +92,6 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
         "PERSISTENT": False,
         "REVERSE_M": False,
         "maxnreg": 0,
-        "Q_IN_REGS": False,
     }
 
 

@@ -6,6 +6,8 @@
 #             and with it, no cap and 128-key blocks; the short-sequence configs alike; SDPA flash and cuDNN in the
 #             same run; the TTGIR of each head dim's winner and its first variant (is Q a register operand, and is
 #             it loaded once or at every key block?). Then the CUDA suite's Hopper-knob tests.
+# Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
+# registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
 #   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run18.sh
 # (carrying .gpu-bundle/devenv-py312.tar.xz and .gpu-bundle/pytest-site, pytest for the CUDA tests)
