@@ -13,7 +13,10 @@
 #   clear_host                           stops what a sweep cut by its time limit leaves behind;
 #   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
 #                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD);
-#   tune_phases NAME                     where sweep NAME's time went, from its summary.
+#   tune_phases NAME                     where sweep NAME's time went, from its summary;
+#   landscape NAME TIMEOUT KEY...        every config of docs/benchmarks/NAME_space.yaml timed on each problem KEY
+#                                        (raytune_attn.exhaustive, cold cache, 15 compile processes, 20 ms of runs),
+#                                        written to $OUT/NAME_landscape.parquet.
 set -u
 mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
 export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
@@ -69,4 +72,11 @@ tune_phases() {  # tune_phases NAME
   python3 -c "import json; s = json.load(open('/tmp/$1/summary.json')); print('$1', {k: s.get(k) for k in \
 ('wall_s', 'tune_wall_s', 'configs_per_s', 'gpu_busy_fraction', 'tune_phases_s', 'trial_processes', \
 'trials_deferred', 'state_saves_s')})"
+}
+landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/NAME_space.yaml on the KEYs (cold cache)
+  local name=$1 limit=$2; shift 2
+  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn.exhaustive --resume \
+    --space "docs/benchmarks/${name}_space.yaml" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
+    --workers 15 $(printf -- '--problem %s ' "$@") 2>&1 | tee "$OUT/${name}_landscape.log" | grep '^{' | cut -c1-400
+  echo "exhaustive rc=${PIPESTATUS[0]}"
 }

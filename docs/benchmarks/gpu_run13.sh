@@ -29,13 +29,6 @@
 #   cd .out/head && BUNDLE=../../.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run13.sh
 RUN=run13 PART=${PART:-land256}
 source docs/benchmarks/gpu_lib.sh
-landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/NAME_space.yaml on the KEYs (cold cache)
-  local name=$1 limit=$2; shift 2
-  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn.exhaustive --resume \
-    --space "docs/benchmarks/${name}_space.yaml" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
-    --workers 15 $(printf -- '--problem %s ' "$@") 2>&1 | tee "$OUT/${name}_landscape.log" | grep '^{' | cut -c1-400
-  echo "exhaustive rc=${PIPESTATUS[0]}"
-}
 
 case $PART in
   land256)

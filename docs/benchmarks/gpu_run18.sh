@@ -6,6 +6,10 @@
 #             and with it, no cap and 128-key blocks; the short-sequence configs alike; SDPA flash and cuDNN in the
 #             same run; the TTGIR of each head dim's winner and its first variant (is Q a register operand, and is
 #             it loaded once or at every key block?). Then the CUDA suite's Hopper-knob tests.
+#   PART=landshort (nvidia-h200) issue 7: the landscape of the short causal cells, where run 13's searches missed the
+#             64 x 32 tiles with 4 warps that runs 17-18 measured up to 10% faster: every config of
+#             docs/benchmarks/short_space.yaml (456: tiles, warps, stages, V preload, TMA, register cap) on the bf16
+#             grid's causal S=512 and S=1024 cells at head dims 64 and 128, for replaying the searcher on them.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
@@ -22,4 +26,8 @@ case $PART in
     PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
       -p no:cacheprovider tests/test_flash_attn.py -k "hopper_knobs or q_in_regs" > "$OUT/cuda_hopper_knobs.log" 2>&1
     echo "cuda tests rc=$?"; tail -5 "$OUT/cuda_hopper_knobs.log" ;;
+  landshort)
+    landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-causal-bfloat16 \
+      dense-b16-hq32-hkv32-sq1024-sk1024-d64-causal-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16 \
+      dense-b16-hq16-hkv16-sq1024-sk1024-d128-causal-bfloat16 ;;
 esac
