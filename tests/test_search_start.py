@@ -134,3 +134,33 @@ def test_fewer_warps_with_tma_reaches_the_d128_best_in_budget():
     problem = {"head_dim": 128, "seqlen_q": 4096, "seqlen_k": 4096}
     assert _evals_to_98(land, 24, screen_tma=True, **problem) <= 15
     assert _evals_to_98(land, 24, screen_tma=False, **problem) > 24
+
+
+SHORT = Path(__file__).parents[1] / "docs/benchmarks/h200/run18/short_landscape.parquet"
+
+
+def test_the_screening_takes_the_short_causal_move_where_the_diagonal_wastes_an_eighth():
+    space = load_space("nvidia/sm90")
+    for d, start in ((128, (128, 64, 8, 2, False)), (64, (128, 64, 4, 2, False))):
+        # Causal at 512 and 1024 tokens, 128-row tiles: the diagonal blocks waste 1/4 and 1/8 of the work. The move
+        # halves the rows, keeps 16 rows a warp (4 warps, from 8 at D=128 and from 4 at D=64) and adds a stage.
+        for s in (512, 1024):
+            tiles = _design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=True)
+            assert tiles[0] == start and (64, 64, 4, 3, False) in tiles
+            assert len(tiles) == len(_design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=True,
+                                                   screen_short_causal=False)) + 1
+        # Not when the waste is under 1/8 (2048 tokens), nor without a causal mask.
+        for s, causal in ((2048, True), (512, False)):
+            assert len(_design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal)) == len(
+                _design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal, screen_short_causal=False))
+
+
+def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
+    # H200, 456 configs (tiles, warps, stages, V preload, TMA, register cap): the best configs of D=128 causal S=512
+    # (64 x 32, 4 warps, 2-3 stages) are 1.35x the start (128 x 64, 8 warps, 2 stages) and two moves from the short
+    # causal move's config (64 x 64, 4 warps, 3 stages: 0.93 of the best).
+    key = "dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16"
+    land = load_landscape(SHORT, select={"problem_key": key})
+    problem = {"head_dim": 128, "seqlen_q": 512, "seqlen_k": 512, "causal": True}
+    assert _evals_to_98(land, 24, **problem) <= 24
+    assert _evals_to_98(land, 24, screen_short_causal=False, **problem) > 24

@@ -51,7 +51,7 @@ def main() -> None:
             for n, p in enumerate(problems):
                 k = p.key
                 s = make_searcher("gp", lands[k].space, seed=seed * 100 + n, head_dim=p.head_dim,
-                                  seqlen_q=p.seqlen_q, seqlen_k=p.seqlen_k)
+                                  seqlen_q=p.seqlen_q, seqlen_k=p.seqlen_k, causal=p.causal)
                 run = run_searcher(s, lands[k], budget, concurrency=a.concurrency)
                 vals = [lands[k].value(c) for c in run.configs]
                 ok = [(v, c) for v, c in zip(vals, run.configs, strict=True) if np.isfinite(v)]

@@ -10,6 +10,10 @@
 #             64 x 32 tiles with 4 warps that runs 17-18 measured up to 10% faster: every config of
 #             docs/benchmarks/short_space.yaml (456: tiles, warps, stages, V preload, TMA, register cap) on the bf16
 #             grid's causal S=512 and S=1024 cells at head dims 64 and 128, for replaying the searcher on them.
+#   PART=grid (nvidia-h200) issue 7's bf16 grid (36 cells) as run 13 call 3 ran it (GP, budget 24, Hopper space, cold
+#             cache, 15 compile processes, sibling winners in the final re-measure, SDPA's backends after the sweep),
+#             now with the short causal move in the GP's design (gp.py SHORT_CAUSAL_MOVE).
+#   PART=grid16 the same on the fp16 grid.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
@@ -26,6 +30,10 @@ case $PART in
     PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
       -p no:cacheprovider tests/test_flash_attn.py -k "hopper_knobs or q_in_regs" > "$OUT/cuda_hopper_knobs.log" 2>&1
     echo "cuda tests rc=$?"; tail -5 "$OUT/cuda_hopper_knobs.log" ;;
+  grid)
+    sweep grid-bf16 560 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+  grid16)
+    sweep grid-fp16 560 grid_fp16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
   landshort)
     landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-causal-bfloat16 \
       dense-b16-hq32-hkv32-sq1024-sk1024-d64-causal-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16 \

@@ -103,6 +103,16 @@ SCALE_UP = {"BLOCK_M": 1, "BLOCK_N": 1, "num_warps": 1}
 # 32 registers without TMA (0.74 of the best) and 14 with it, where it measured 1.5-5.5% faster than every winner of
 # run 13's D=128 sweeps from S=4096 on ("Fewer warps with TMA").
 FEWER_WARPS_TMA = {"num_warps": -1, "USE_TMA": True}
+# The short causal move: half the query rows per tile, 16 rows a warp, one pipeline stage more. A causal tile's
+# diagonal key blocks compute about BLOCK_M x BLOCK_M / 2 scores that the mask throws away, so the wasted work is
+# BLOCK_M / Sq of the useful work (25% for 128-row tiles at 512 tokens); half as tall a tile wastes half as much, and
+# its shorter key loops per program want the deeper pipeline. Screened for causal problems whose start wastes at least
+# SHORT_CAUSAL_WASTE. On the H200's short causal landscapes (run 18) the best configs are 64-row tiles with 4 warps
+# and 2-3 stages, 1.0-1.3x the 128-row start, which one-knob and coupled steps reached within 24 trials on one of
+# four cells ("The short causal move").
+SHORT_CAUSAL_MOVE = {"BLOCK_M": -1, "num_stages": 1}
+SHORT_CAUSAL_ROWS_PER_WARP = 16
+SHORT_CAUSAL_WASTE = 1 / 8
 RUNNER_UPS = 3  # likely_next: configs after the pick a sweep compiles ahead (speculative builds cost only idle cores)
 
 
@@ -130,12 +140,14 @@ class GPSearcher(DiscreteSearcher):
         screen_coupled: bool = True,
         screen_scale: bool = True,
         screen_tma: bool = True,
+        screen_short_causal: bool = True,
         local_top: int = 3,
         coupled: Sequence[tuple[str, str]] | None = None,
         features: tuple[str, ...] | list[str] = (),
         head_dim: int = 128,
         seqlen_q: int | None = None,
         seqlen_k: int | None = None,
+        causal: bool = False,
         warm_start: Any = None,
         cost_aware: bool = True,
         cost_power: float = 1.0,
@@ -162,6 +174,7 @@ class GPSearcher(DiscreteSearcher):
         self.local_top = int(local_top)
         # The problem's (maximum) sequence lengths: the design starts from the length-aware default (config.py).
         self.seqlen_q, self.seqlen_k = seqlen_q, seqlen_k
+        self.causal, self.screen_short_causal = bool(causal), bool(screen_short_causal)
         # Coupled knob pairs (default: the two knobs of each derived feature, features.py) as column pairs of _cat.
         names = [p.name for p in self.space.params]
         pairs = [k for k, _ in FEATURES.values()] if coupled is None else [tuple(pair) for pair in coupled]
@@ -243,7 +256,9 @@ class GPSearcher(DiscreteSearcher):
                     chosen += [int(j) for j in rng.permutation(adjacent)]
                     if self.screen_coupled:
                         chosen += self._coupled_screen(i0, step, rng)
-                    moved = (self._moved(i0, m) for m in self._screen_moves)
+                    moved = [self._moved(i0, m) for m in self._screen_moves]
+                    if self.screen_short_causal:
+                        moved.append(self._short_causal(i0))
                     chosen += [j for j in moved if j is not None and j not in chosen]
                 free[chosen] = False
         n = max(n - len(chosen), 0)
@@ -256,13 +271,31 @@ class GPSearcher(DiscreteSearcher):
             free[j] = False
         return chosen
 
-    def _moved(self, i: int, move: dict) -> int | None:
-        """The candidate that `move` (see SCALE_UP) makes of candidate i, or None when it is not in the space."""
+    def _short_causal(self, i0: int) -> int | None:
+        """SHORT_CAUSAL_MOVE from the start i0, with num_warps set to SHORT_CAUSAL_ROWS_PER_WARP rows a warp, when the
+        problem is causal and the start's diagonal blocks waste at least SHORT_CAUSAL_WASTE of the work (BLOCK_M /
+        Sq); None otherwise or when the move leaves the space."""
+        start = self.candidates[i0]
+        rows = start.get("BLOCK_M")
+        if not (self.causal and self.seqlen_q and rows and rows >= SHORT_CAUSAL_WASTE * self.seqlen_q):
+            return None
+        return self._moved(i0, SHORT_CAUSAL_MOVE, {"num_warps": max(1, rows // 2 // SHORT_CAUSAL_ROWS_PER_WARP)})
+
+    def _moved(self, i: int, move: dict, absolute: dict | None = None) -> int | None:
+        """The candidate that `move` (see SCALE_UP) makes of candidate i, with the knobs of `absolute` set to its
+        values, or None when that is not in the space."""
+        move = {**move, **(absolute or {})}
+        absolute = set(absolute or ())
         cfg = dict(self.candidates[i])
         for p in self.space.params:
             if p.name not in move:
                 continue
             change = move[p.name]
+            if p.name in absolute:  # a value the moved config needs, whatever the start has
+                if change not in p.values:
+                    return None
+                cfg[p.name] = change
+                continue
             if isinstance(change, bool) or not isinstance(change, int):
                 if change not in p.values or cfg[p.name] == change:
                     return None

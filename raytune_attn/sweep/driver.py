@@ -242,8 +242,9 @@ def run(args) -> dict:
                 arch = space.arch if space.arch in ARCHS else inf[0]["arch"]
                 pre = Prefilter.for_problem(arch, p.head_dim, p.dtype) if arch in ARCHS else None
                 # The GP starts from the kernel's default config for this head dim and sequence lengths (tiles no
-                # taller than the sequences) and screens its neighbours.
-                opts = ({"head_dim": p.head_dim, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k}
+                # taller than the sequences) and screens its neighbours (and, for short causal problems, a tile half
+                # as tall).
+                opts = ({"head_dim": p.head_dim, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k, "causal": p.causal}
                         if args.searcher == "gp" else {})
                 # One seed per problem (seed + its index in the set): with one seed, searches of one head dim
                 # would ask for the same screening configs in the same order, so at the start every search waits
