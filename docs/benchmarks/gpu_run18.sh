@@ -14,6 +14,9 @@
 #             cache, 15 compile processes, sibling winners in the final re-measure, SDPA's backends after the sweep),
 #             now with the short causal move in the GP's design (gp.py SHORT_CAUSAL_MOVE).
 #   PART=grid16 the same on the fp16 grid.
+#   PART=idle (nvidia-h200) why a compile-bound sweep capped good configs at rung 2 (4 rungs at 1-4% of their rung-1
+#             speed in call 4): idle_first_run.py times a 0.2 ms kernel's first runs after the GPU idled 0-3 s, as a
+#             rung times them, and after a 20 ms spin; nvidia-smi's clocks beside it.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
@@ -34,6 +37,11 @@ case $PART in
     sweep grid-bf16 560 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
   grid16)
     sweep grid-fp16 560 grid_fp16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+  idle)
+    nvidia-smi --query-gpu=clocks.sm,clocks.mem,pstate,power.draw --format=csv -lms 50 > "$OUT/idle_clocks.csv" &
+    smi=$!
+    timeout 200 python3 docs/benchmarks/idle_first_run.py --out "$OUT/idle_first_run.json"
+    kill $smi ;;
   landshort)
     landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-causal-bfloat16 \
       dense-b16-hq32-hkv32-sq1024-sk1024-d64-causal-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16 \
