@@ -26,6 +26,13 @@ import torch
 # GPU cycles to spin before each timed run: 300k cycles are 150 us at the H100/H200 boost clock (1.98 GHz), longer
 # at lower clocks, against the 60-75 us launch latency seen from a loaded Ray actor.
 SPIN_CYCLES = 300_000
+# The capping's confirming run (see median_ms) queues behind a longer spin: 40M cycles, 20 ms at the boost clock. In
+# run 18's compile-bound fp16 grid sweep (15 compile processes on 16 cores), 4 rungs at rung 2 ran both their first
+# runs at 3.7-18 ms, 14-68x the same configs' rung-1 times, and stopped; one was the cell's best config. Not the GPU:
+# after idling 0-3 s a first run took at most 1.6x, and under 15 busy compile processes (their CUDA contexts loading
+# binaries) no run after the first stalled (docs/benchmarks/idle_first_run.py). So the host, whose stalls the 150 us
+# spin hides only when shorter. The cost is 20 ms of GPU time per capped rung (12-23 in a 36-cell grid sweep).
+CONFIRM_SPIN_CYCLES = 40_000_000
 # A first run over the cap by more than this is the config, not a host stall, and needs no second run: the stalls
 # that capped good configs on one run (runs 11-13, rated on run 7's exhaustive landscapes) added at most 156 ms to
 # a run, while a 2-second config's confirmation cost its GPU another 2 s at the end of run 14's two-GPU sweep.
@@ -113,16 +120,16 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()  # larger than L2
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def queue_run(run, start, end) -> None:
+    def queue_run(run, start, end, spin: int = SPIN_CYCLES) -> None:
         """A timed run as every run is timed: L2 flushed, then the spin, then the events around the run."""
         cache.zero_()
-        torch.cuda._sleep(SPIN_CYCLES)
+        torch.cuda._sleep(spin)
         start.record()
         run()
         end.record()
 
-    def one_run() -> float:
-        queue_run(fn, a, b)
+    def one_run(spin: int = SPIN_CYCLES) -> float:
+        queue_run(fn, a, b, spin)
         torch.cuda.synchronize()
         return a.elapsed_time(b)
 
@@ -134,10 +141,11 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
         # exists. Run 12's FIFO sweep capped 82 rungs on one run; 10 of those configs measured at least half the
         # best in full elsewhere, one of them the best of its key at 108 TFLOP/s against 4.9 on its first run.
         # So a second run confirms: the rung stops only if it is over the cap too, unless no stall could explain
-        # the first (over the cap by more than STALL_MAX_MS).
+        # the first (over the cap by more than STALL_MAX_MS). It queues behind CONFIRM_SPIN_CYCLES, so that a host
+        # stall of up to 20 ms before its launch is not timed either (run 18 saw two in a row).
         runs = 1
         if first <= cap_ms + STALL_MAX_MS:
-            first, runs = min(first, one_run()), 2
+            first, runs = min(first, one_run(CONFIRM_SPIN_CYCLES)), 2
             lap("first")
         if first > cap_ms:
             stats["runs"], stats["graphed"] = runs, False

@@ -17,6 +17,9 @@
 #   PART=idle (nvidia-h200) why a compile-bound sweep capped good configs at rung 2 (4 rungs at 1-4% of their rung-1
 #             speed in call 4): idle_first_run.py times a 0.2 ms kernel's first runs after the GPU idled 0-3 s, as a
 #             rung times them, and after a 20 ms spin; nvidia-smi's clocks beside it.
+#   PART=load (nvidia-h200) the same with 15 compile processes busy the whole time (a compile-bound sweep's host).
+#   PART=timing (nvidia-h200) the CUDA timing tests with the confirming run's long spin (timing.CONFIRM_SPIN_CYCLES),
+#             and the new host-stall test once more with the spin as it was (it should fail there).
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
@@ -42,6 +45,21 @@ case $PART in
     smi=$!
     timeout 200 python3 docs/benchmarks/idle_first_run.py --out "$OUT/idle_first_run.json"
     kill $smi ;;
+  load)  # the same under 15 busy compile processes, on a cold cache
+    TRITON_CACHE_DIR=/tmp/triton-load timeout 300 python3 docs/benchmarks/idle_first_run.py --load 15 --repeats 10 \
+      --idle 0 0.05 0.2 1 --out "$OUT/load_first_run.json" ;;
+  timing)
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 200 python3 -m pytest -q \
+      -p no:cacheprovider tests/test_timing.py > "$OUT/cuda_timing.log" 2>&1
+    echo "cuda timing tests rc=$?"; tail -3 "$OUT/cuda_timing.log"
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 60 python3 -c "
+import importlib.util, raytune_attn.timing as t
+spec = importlib.util.spec_from_file_location('tt', 'tests/test_timing.py'); tt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tt); t.CONFIRM_SPIN_CYCLES = t.SPIN_CYCLES
+try:
+    tt.test_a_host_stall_before_the_launch_does_not_cap_the_rung(); print('old spin: the host-stall test passes')
+except AssertionError as e:
+    print('old spin: the host-stall test fails, as it should:', e)" 2>&1 | tail -3 ;;
   landshort)
     landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-causal-bfloat16 \
       dense-b16-hq32-hkv32-sq1024-sk1024-d64-causal-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16 \

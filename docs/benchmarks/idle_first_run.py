@@ -8,14 +8,19 @@ rung's first run (L2 flushed, the 150 us spin, CUDA events around the kernel), t
 confirmation), then a third after a spin of PRE_MS milliseconds. Repeated; medians printed per idle time, next to
 the kernel's steady-state median. The kernel: run 13's D=128 start (128 x 64, 8 warps, 2 stages) on the fp16 grid's
 D=128 full S=512 cell, a 0.2 ms kernel.
+
+`--load N`: the same with N compile processes (raytune_attn.compile_pool, as a sweep's) compiling other configs of
+the Hopper space the whole time, a compile-bound sweep's host.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,8 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 import torch  # noqa: E402
 
+from raytune_attn.compile_pool import CompilePool  # noqa: E402
 from raytune_attn.config import validate_config  # noqa: E402
 from raytune_attn.problem import Problem  # noqa: E402
+from raytune_attn.search.space import load_space  # noqa: E402
 from raytune_attn.timing import SPIN_CYCLES, median_ms  # noqa: E402
 from raytune_attn.workload import make_workload  # noqa: E402
 
@@ -35,6 +42,7 @@ def main() -> int:
     ap.add_argument("--idle", type=float, nargs="+", default=[0.0, 0.05, 0.2, 1.0, 3.0])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--pre-ms", type=float, default=20.0, help="spin before the third run, milliseconds at boost")
+    ap.add_argument("--load", type=int, default=0, help="compile processes busy the whole time")
     a = ap.parse_args()
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
@@ -63,6 +71,22 @@ def main() -> int:
         torch.cuda.synchronize()
         return s.elapsed_time(e)
 
+    stop, compiled = threading.Event(), [0]
+    pool = None
+    if a.load:
+        pool = CompilePool(a.load, timeout_s=60.0, device="cuda")
+        space = load_space("nvidia/sm90")
+        configs = [c for c in space.configs() if c != {k: cfg[k] for k in c}]
+        random.Random(0).shuffle(configs)
+
+        def busy() -> None:
+            for _ in pool.compile(p, configs):
+                compiled[0] += 1
+                if stop.is_set():
+                    pool.request_stop()
+
+        threading.Thread(target=busy, daemon=True).start()
+        time.sleep(5.0)  # the workers started and compiling
     rows = []
     for idle in a.idle:
         for r in range(a.repeats):
@@ -72,6 +96,10 @@ def main() -> int:
             time.sleep(idle)
             pre = timed(pre_cycles)
             rows.append({"idle_s": idle, "repeat": r, "first_ms": first, "second_ms": second, "after_pre_spin_ms": pre})
+    stop.set()
+    if pool is not None:
+        pool.close()
+    print(f"compile processes {a.load}, configs compiled meanwhile {compiled[0]}")
     print(f"kernel steady-state median {steady:.4f} ms ({torch.cuda.get_device_name()}, triton {triton.__version__})")
     print(f"{'idle s':>7} {'first':>9} {'second':>9} {'pre-spin':>9}   (medians over {a.repeats}, ms; max first)")
     for idle in a.idle:
@@ -81,7 +109,7 @@ def main() -> int:
               f"   {max(x['first_ms'] for x in rs):.4f}")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
     Path(a.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "steady_ms": steady, "pre_ms": a.pre_ms,
-                                       "rows": rows}, indent=1))
+                                       "load": a.load, "compiled": compiled[0], "rows": rows}, indent=1))
     return 0
 
 
