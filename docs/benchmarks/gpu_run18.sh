@@ -20,6 +20,11 @@
 #   PART=load (nvidia-h200) the same with 15 compile processes busy the whole time (a compile-bound sweep's host).
 #   PART=timing (nvidia-h200) the CUDA timing tests with the confirming run's long spin (timing.CONFIRM_SPIN_CYCLES),
 #             and the new host-stall test once more with the spin as it was (it should fail there).
+#   PART=chain (nvidia-h200) does a sweep leave something behind that slows the next one? Call 4's fp16 grid, run
+#             right after call 3's bf16 grid on the same machine, was compile-bound (Tune 274 s, 69.9 s of GPU idle
+#             waiting on compiles) where call 8's, after no sweep, was not (82 s, 0.0 s). Sweep A (the fp16 grid's
+#             D=64 cells, cold cache), the processes left, sweep B (the bf16 D=64 cells), the processes left, then A
+#             again on a fresh cold cache: A's two compile rates side by side.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
@@ -60,6 +65,16 @@ try:
     tt.test_a_host_stall_before_the_launch_does_not_cap_the_rung(); print('old spin: the host-stall test passes')
 except AssertionError as e:
     print('old spin: the host-stall test fails, as it should:', e)" 2>&1 | tail -3 ;;
+  chain)
+    snap() { ps -eo pid,ppid,pcpu,rss,etimes,comm,args --sort=-pcpu | cut -c1-200 | head -40 > "$OUT/ps_$1.txt"
+             echo "after $1: $(pgrep -c python3) python3 processes, $(pgrep -cf multiprocessing.spawn) spawned, $(pgrep -cf raylet) raylet"; }
+    head_dim_cells grid_fp16 64; head_dim_cells grid_bf16 64
+    snap start
+    sweep chainA 200 /tmp/grid_fp16_d64.yaml --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15; snap A
+    sweep chainB 200 /tmp/grid_bf16_d64.yaml --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15; snap B
+    sleep 20; snap B20
+    sweep chainA2 200 /tmp/grid_fp16_d64.yaml --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15; snap A2
+    for n in chainA chainB chainA2; do tune_phases $n; done ;;
   landshort)
     landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-causal-bfloat16 \
       dense-b16-hq32-hkv32-sq1024-sk1024-d64-causal-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16 \
