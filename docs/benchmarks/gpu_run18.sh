@@ -25,6 +25,8 @@
 #             waiting on compiles) where call 8's, after no sweep, was not (82 s, 0.0 s). Sweep A (the fp16 grid's
 #             D=64 cells, cold cache), the processes left, sweep B (the bf16 D=64 cells), the processes left, then A
 #             again on a fresh cold cache: A's two compile rates side by side.
+# Calls: 1 PART=qreg at 47da09e, 2 landshort at c4e63e5, 3 grid and 4 grid16 at f57c879, 5 idle at 7bcc47f, 6 load,
+# 7 timing and 8 grid16 at 62c43aa, 9 chain at 0a6b874.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):

@@ -22,7 +22,9 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   each derived feature (64 rows with 4 warps from 128 with 8; 3-4 configs), which one-knob screening misses when
   both single moves are worse than the start; then its named multi-knob moves: (`screen_scale`) SCALE_UP, the
   tile twice as tall and wide with twice the warps, and (`screen_tma`) FEWER_WARPS_TMA, half the warps with TMA
-  loads, each the move from a default to recorded bests that one-knob steps towards them missed.
+  loads, each the move from a default to recorded bests that one-knob steps towards them missed; and for causal
+  problems whose diagonal blocks waste an eighth of the work or more (`screen_short_causal`, given `causal` and
+  `seqlen_q`), SHORT_CAUSAL_MOVE: half the rows, 16 rows a warp, one stage more.
   Latin-hypercube points in the encoded coordinates, each snapped to the nearest free candidate, make up
   `n_initial` configs when that is fewer (or when the space lacks the default). Seeded, so deterministic.
 * Concurrency: configs in flight are added to the GP as "constant liar" observations (the mean of the observed
