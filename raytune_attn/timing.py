@@ -27,9 +27,9 @@ import torch
 # at lower clocks, against the 60-75 us launch latency seen from a loaded Ray actor.
 SPIN_CYCLES = 300_000
 # The capping's confirming run (see median_ms) queues behind a longer spin: 40M cycles, 20 ms at the boost clock. In
-# run 18's compile-bound fp16 grid sweep (15 compile processes on 16 cores), 4 rungs at rung 2 ran both their first
-# runs at 3.7-18 ms, 14-68x the same configs' rung-1 times, and stopped; one was the cell's best config. Not the GPU:
-# after idling 0-3 s a first run took at most 1.6x, and under 15 busy compile processes (their CUDA contexts loading
+# run 18's fp16 grid sweep on a host slowed by minutes of full CPU use, 4 rungs of good configs ran both their first
+# runs at 3.7-18 ms, 1-4% of their cells' best speed, and stopped; one was a cell's best config. Not the GPU: after
+# idling 0-3 s a first run took at most 1.6x, and under 15 busy compile processes (their CUDA contexts loading
 # binaries) no run after the first stalled (docs/benchmarks/idle_first_run.py). So the host, whose stalls the 150 us
 # spin hides only when shorter. The cost is 20 ms of GPU time per capped rung (12-23 in a 36-cell grid sweep).
 CONFIRM_SPIN_CYCLES = 40_000_000

@@ -286,14 +286,14 @@ class GPSearcher(DiscreteSearcher):
     def _moved(self, i: int, move: dict, absolute: dict | None = None) -> int | None:
         """The candidate that `move` (see SCALE_UP) makes of candidate i, with the knobs of `absolute` set to its
         values, or None when that is not in the space."""
+        fixed = set(absolute or ())
         move = {**move, **(absolute or {})}
-        absolute = set(absolute or ())
         cfg = dict(self.candidates[i])
         for p in self.space.params:
             if p.name not in move:
                 continue
             change = move[p.name]
-            if p.name in absolute:  # a value the moved config needs, whatever the start has
+            if p.name in fixed:  # a value the moved config needs, whatever the start has
                 if change not in p.values:
                     return None
                 cfg[p.name] = change
