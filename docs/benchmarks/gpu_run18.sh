@@ -25,6 +25,8 @@
 #             waiting on compiles) where call 8's, after no sweep, was not (82 s, 0.0 s). Sweep A (the fp16 grid's
 #             D=64 cells, cold cache), the processes left, sweep B (the bf16 D=64 cells), the processes left, then A
 #             again on a fresh cold cache: A's two compile rates side by side.
+#   PART=landfull (nvidia-h200) issue 7: the same space on the full-mask S=512 and S=1024 cells at D=64 and D=128,
+#             whose tuned winners stay at 1.23-1.32x SDPA flash: does the space hold a config at 1.3x?
 # Calls: 1 PART=qreg at 47da09e, 2 landshort at c4e63e5, 3 grid and 4 grid16 at f57c879, 5 idle at 7bcc47f, 6 load,
 # 7 timing and 8 grid16 at 62c43aa, 9 chain at 0a6b874.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
@@ -77,6 +79,10 @@ except AssertionError as e:
     sleep 20; snap B20
     sweep chainA2 200 /tmp/grid_fp16_d64.yaml --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15; snap A2
     for n in chainA chainB chainA2; do tune_phases $n; done ;;
+  landfull)
+    landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-full-bfloat16 \
+      dense-b16-hq32-hkv32-sq1024-sk1024-d64-full-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-full-bfloat16 \
+      dense-b16-hq16-hkv16-sq1024-sk1024-d128-full-bfloat16 ;;
   landshort)
     landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-causal-bfloat16 \
       dense-b16-hq32-hkv32-sq1024-sk1024-d64-causal-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16 \
