@@ -28,7 +28,7 @@
 #   PART=landfull (nvidia-h200) issue 7: the same space on the full-mask S=512 and S=1024 cells at D=64 and D=128,
 #             whose tuned winners stay at 1.23-1.32x SDPA flash: does the space hold a config at 1.3x?
 # Calls: 1 PART=qreg at 47da09e, 2 landshort at c4e63e5, 3 grid and 4 grid16 at f57c879, 5 idle at 7bcc47f, 6 load,
-# 7 timing and 8 grid16 at 62c43aa, 9 chain at 0a6b874.
+# 7 timing and 8 grid16 at 62c43aa, 9 chain at 0a6b874, 10 landfull at 1128203.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
