@@ -104,6 +104,16 @@ def graphed(fn: Callable[[], object]) -> Callable[[], object] | None:
     return g.replay
 
 
+def queue_run(run: Callable[[], object], cache: torch.Tensor, start, end, spin: int = SPIN_CYCLES) -> None:
+    """Queue a timed run as every run is timed: L2 flushed (`cache`, a buffer larger than L2, zeroed), then a spin of
+    `spin` GPU cycles, then the CUDA events `start` and `end` around `run`."""
+    cache.zero_()
+    torch.cuda._sleep(spin)
+    start.record()
+    run()
+    end.record()
+
+
 def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = None,
                    stats: dict | None = None, graph: bool = True) -> float:
     stats = {} if stats is None else stats
@@ -120,16 +130,8 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()  # larger than L2
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
-    def queue_run(run, start, end, spin: int = SPIN_CYCLES) -> None:
-        """A timed run as every run is timed: L2 flushed, then the spin, then the events around the run."""
-        cache.zero_()
-        torch.cuda._sleep(spin)
-        start.record()
-        run()
-        end.record()
-
     def one_run(spin: int = SPIN_CYCLES) -> float:
-        queue_run(fn, a, b, spin)
+        queue_run(fn, cache, a, b, spin)
         torch.cuda.synchronize()
         return a.elapsed_time(b)
 
@@ -179,7 +181,7 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for s, e in zip(starts, ends, strict=True):
-        queue_run(fn, s, e)
+        queue_run(fn, cache, s, e)
     lap("queue")
     torch.cuda.synchronize()
     lap("wait")

@@ -27,8 +27,10 @@
 #             again on a fresh cold cache: A's two compile rates side by side.
 #   PART=landfull (nvidia-h200) issue 7: the same space on the full-mask S=512 and S=1024 cells at D=64 and D=128,
 #             whose tuned winners stay at 1.23-1.32x SDPA flash: does the space hold a config at 1.3x?
+#   PART=recheck (nvidia-h200) after the review moved the timed run into timing.queue_run (shared with
+#             idle_first_run.py): the CUDA timing tests, and a short idle_first_run.py --load 4.
 # Calls: 1 PART=qreg at 47da09e, 2 landshort at c4e63e5, 3 grid and 4 grid16 at f57c879, 5 idle at 7bcc47f, 6 load,
-# 7 timing and 8 grid16 at 62c43aa, 9 chain at 0a6b874, 10 landfull at 1128203.
+# 7 timing and 8 grid16 at 62c43aa, 9 chain at 0a6b874, 10 landfull at 1128203, 11 recheck at the review commit.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
@@ -83,6 +85,12 @@ except AssertionError as e:
     landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-full-bfloat16 \
       dense-b16-hq32-hkv32-sq1024-sk1024-d64-full-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-full-bfloat16 \
       dense-b16-hq16-hkv16-sq1024-sk1024-d128-full-bfloat16 ;;
+  recheck)
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 200 python3 -m pytest -q \
+      -p no:cacheprovider tests/test_timing.py > "$OUT/cuda_timing.log" 2>&1
+    echo "cuda timing tests rc=$?"; tail -3 "$OUT/cuda_timing.log"
+    TRITON_CACHE_DIR=/tmp/triton-load timeout 200 python3 docs/benchmarks/idle_first_run.py --load 4 --repeats 3 \
+      --idle 0 0.2 --out "$OUT/recheck_first_run.json" 2>&1 | tail -6; echo "idle_first_run rc=${PIPESTATUS[0]}" ;;
   landshort)
     landscape short 540 dense-b32-hq32-hkv32-sq512-sk512-d64-causal-bfloat16 \
       dense-b16-hq32-hkv32-sq1024-sk1024-d64-causal-bfloat16 dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16 \

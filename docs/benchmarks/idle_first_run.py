@@ -4,10 +4,10 @@ compile-bound sweep.)
     python3 docs/benchmarks/idle_first_run.py --out $OUT/idle_first_run.json
 
 After the GPU idles for IDLE seconds (the host sleeps, nothing queued), one run timed as timing.median_ms times a
-rung's first run (L2 flushed, the 150 us spin, CUDA events around the kernel), then a second at once (the capping's
-confirmation), then a third after a spin of PRE_MS milliseconds. Repeated; medians printed per idle time, next to
-the kernel's steady-state median. The kernel: run 13's D=128 start (128 x 64, 8 warps, 2 stages) on the fp16 grid's
-D=128 full S=512 cell, a 0.2 ms kernel.
+rung's first run (`timing.queue_run`: L2 flushed, the 150 us spin, CUDA events around the kernel), then a second at
+once, then a third after the confirming run's spin (`timing.CONFIRM_SPIN_CYCLES`, 20 ms at the boost clock).
+Repeated; medians printed per idle time, next to the kernel's steady-state median. The kernel: run 13's D=128 start
+(128 x 64, 8 warps, 2 stages) on the fp16 grid's D=128 full S=512 cell, a 0.27 ms kernel on an H200.
 
 `--load N`: the same with N compile processes (raytune_attn.compile_pool, as a sweep's) compiling other configs of
 the Hopper space the whole time, a compile-bound sweep's host.
@@ -32,7 +32,7 @@ from raytune_attn.compile_pool import CompilePool  # noqa: E402
 from raytune_attn.config import validate_config  # noqa: E402
 from raytune_attn.problem import Problem  # noqa: E402
 from raytune_attn.search.space import load_space  # noqa: E402
-from raytune_attn.timing import SPIN_CYCLES, median_ms  # noqa: E402
+from raytune_attn.timing import CONFIRM_SPIN_CYCLES, SPIN_CYCLES, median_ms, queue_run  # noqa: E402
 from raytune_attn.workload import make_workload  # noqa: E402
 
 
@@ -41,7 +41,6 @@ def main() -> int:
     ap.add_argument("--out", default="idle_first_run.json")
     ap.add_argument("--idle", type=float, nargs="+", default=[0.0, 0.05, 0.2, 1.0, 3.0])
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--pre-ms", type=float, default=20.0, help="spin before the third run, milliseconds at boost")
     ap.add_argument("--load", type=int, default=0, help="compile processes busy the whole time")
     a = ap.parse_args()
     if not torch.cuda.is_available():
@@ -59,20 +58,15 @@ def main() -> int:
     torch.cuda.synchronize()
     steady = median_ms(fn, rep_ms=100)
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()
-    pre_cycles = int(a.pre_ms * 1e-3 * 1.98e9)
 
     def timed(spin: int) -> float:
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        cache.zero_()
-        torch.cuda._sleep(spin)
-        s.record()
-        fn()
-        e.record()
+        queue_run(fn, cache, s, e, spin)
         torch.cuda.synchronize()
         return s.elapsed_time(e)
 
     stop, compiled = threading.Event(), [0]
-    pool = None
+    pool = busy_thread = None
     if a.load:
         pool = CompilePool(a.load, timeout_s=60.0, device="cuda")
         space = load_space("nvidia/sm90")
@@ -83,9 +77,10 @@ def main() -> int:
             for _ in pool.compile(p, configs):
                 compiled[0] += 1
                 if stop.is_set():
-                    pool.request_stop()
+                    return
 
-        threading.Thread(target=busy, daemon=True).start()
+        busy_thread = threading.Thread(target=busy, daemon=True)
+        busy_thread.start()
         time.sleep(5.0)  # the workers started and compiling
     rows = []
     for idle in a.idle:
@@ -94,10 +89,11 @@ def main() -> int:
             first = timed(SPIN_CYCLES)
             second = timed(SPIN_CYCLES)
             time.sleep(idle)
-            pre = timed(pre_cycles)
+            pre = timed(CONFIRM_SPIN_CYCLES)
             rows.append({"idle_s": idle, "repeat": r, "first_ms": first, "second_ms": second, "after_pre_spin_ms": pre})
     stop.set()
     if pool is not None:
+        busy_thread.join()  # its next result ends it; then no one reads from the workers the pool closes
         pool.close()
     print(f"compile processes {a.load}, configs compiled meanwhile {compiled[0]}")
     print(f"kernel steady-state median {steady:.4f} ms ({torch.cuda.get_device_name()}, triton {triton.__version__})")
@@ -108,7 +104,8 @@ def main() -> int:
         print(f"{idle:7.2f} {med['first_ms']:9.4f} {med['second_ms']:9.4f} {med['after_pre_spin_ms']:9.4f}"
               f"   {max(x['first_ms'] for x in rs):.4f}")
     Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "steady_ms": steady, "pre_ms": a.pre_ms,
+    Path(a.out).write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "steady_ms": steady,
+                                       "pre_spin_cycles": CONFIRM_SPIN_CYCLES,
                                        "load": a.load, "compiled": compiled[0], "rows": rows}, indent=1))
     return 0
 

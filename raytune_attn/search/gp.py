@@ -110,7 +110,7 @@ FEWER_WARPS_TMA = {"num_warps": -1, "USE_TMA": True}
 # BLOCK_M / Sq of the useful work (25% for 128-row tiles at 512 tokens); half as tall a tile wastes half as much, and
 # its shorter key loops per program want the deeper pipeline. Screened for causal problems whose start wastes at least
 # SHORT_CAUSAL_WASTE. On the H200's short causal landscapes (run 18) the best configs are 64-row tiles with 4 warps
-# and 2-3 stages, 1.0-1.3x the 128-row start, which one-knob and coupled steps reached within 24 trials on one of
+# and 2-3 stages, 1.22-1.35x the 128-row start, which one-knob and coupled steps reached within 24 trials on one of
 # four cells ("The short causal move").
 SHORT_CAUSAL_MOVE = {"BLOCK_M": -1, "num_stages": 1}
 SHORT_CAUSAL_ROWS_PER_WARP = 16
