@@ -141,8 +141,10 @@ def test_replay_gp_options_and_cold_compile_flags(tmp_path, capsys):
     capsys.readouterr()
     assert main(base + ["--gp-option", "nope=1"]) == 2
     assert main(base + ["--gp-option", "cost_aware"]) == 2
+    assert main(base + ["--gp-option", "causal=no"]) == 2
     errs = capsys.readouterr().err.strip().splitlines()
     assert "unknown GP option 'nope'" in errs[0] and "NAME=VALUE" in errs[1]
+    assert "GP option causal takes true or false, got 'no'" in errs[2]
 
 
 def test_replay_seed_start_and_module_cli(synthetic_path, tmp_path, capsys):
@@ -161,6 +163,9 @@ def test_replay_seed_start_and_module_cli(synthetic_path, tmp_path, capsys):
     assert replay_main(argv) == 0
     assert "random" in capsys.readouterr().out
     assert json.loads(out.read_text()) == later
+    assert replay_main([*argv, "--gp-option", "causal=no"]) == 2  # bad input: one line, no traceback
+    assert capsys.readouterr().err.strip() == ("raytune-attn: error: GP option causal takes true or false, "
+                                               "got 'no'")
 
 
 def test_replay_cli_usage_errors(synthetic_path, capsys):

@@ -171,6 +171,9 @@ def replay_command(
             opts[key] = json.loads(val)  # numbers, true/false, lists; anything else is a string
         except json.JSONDecodeError:
             opts[key] = val
+        # A switch given "yes" or 1 would be true to bool() whatever was meant (causal=no, screen_scale=0).
+        if isinstance(known[key].default, bool) and not isinstance(opts[key], bool):
+            raise ValueError(f"GP option {key} takes true or false, got {val!r}")
     land = load_landscape(landscape, objective=objective, params=list(params) or None, select=sel,
                           cold_compile=cold_compile)  # fmt: skip
     names = list(searchers) or ["gp", "random"]
@@ -182,30 +185,13 @@ def replay_command(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m raytune_attn.search.replay`: `raytune-attn replay` with `--seed-start` (other seed ranges)."""
-    import argparse
+    """`python -m raytune_attn.search.replay ...`: `raytune-attn replay ...` (same flags, and bad input as one line
+    with exit status 2)."""
+    import sys
 
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--landscape", required=True, help="Parquet file: one row per config (or per trial)")
-    ap.add_argument("--searcher", action="append", default=[], help="gp, random or grid (repeatable)")
-    ap.add_argument("--budget", type=int, default=40, help="evaluations per run")
-    ap.add_argument("--seeds", type=int, default=10, help="runs per searcher")
-    ap.add_argument("--seed-start", type=int, default=0, help="first seed (runs use seed-start .. seed-start+seeds-1)")
-    ap.add_argument("--objective", default="tflops", help="objective column, higher is better; NaN = failed")
-    ap.add_argument("--params", action="append", default=[], help="parameter columns (repeatable)")
-    ap.add_argument("--select", action="append", default=[], help="keep rows with COLUMN=VALUE (repeatable)")
-    ap.add_argument("--concurrency", type=int, default=1, help="configs asked for before any is told")
-    ap.add_argument("--json", dest="json_out", default=None, help="write the summary as JSON here")
-    ap.add_argument("--gp-option", action="append", default=[], help="GP option NAME=VALUE (repeatable)")
-    ap.add_argument("--cold-compile", action="store_true", help="compile seconds: each config's largest over the "
-                    "whole table, ignoring --select (its cold build when problems share binaries)")  # fmt: skip
-    a = ap.parse_args(argv)
-    print(replay_command(a.landscape, a.searcher, budget=a.budget, seeds=a.seeds, seed_start=a.seed_start,
-                         objective=a.objective, params=a.params, select=a.select, concurrency=a.concurrency,
-                         json_out=a.json_out, gp_options=a.gp_option, cold_compile=a.cold_compile))  # fmt: skip
-    if a.json_out:
-        print(f"wrote {a.json_out}")
-    return 0
+    from raytune_attn.cli import main as cli_main
+
+    return cli_main(["replay", *(sys.argv[1:] if argv is None else argv)])
 
 
 if __name__ == "__main__":
