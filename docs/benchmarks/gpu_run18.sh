@@ -30,7 +30,7 @@
 #   PART=recheck (nvidia-h200) after the review moved the timed run into timing.queue_run (shared with
 #             idle_first_run.py): the CUDA timing tests, and a short idle_first_run.py --load 4.
 # Calls: 1 PART=qreg at 47da09e, 2 landshort at c4e63e5, 3 grid and 4 grid16 at f57c879, 5 idle at 7bcc47f, 6 load,
-# 7 timing and 8 grid16 at 62c43aa, 9 chain at 0a6b874, 10 landfull at 1128203, 11 recheck at the review commit.
+# 7 timing and 8 grid16 at 62c43aa, 9 chain at 0a6b874, 10 landfull at 1128203, 11 recheck at 2607942.
 # Call 1 ran PART=qreg at 47da09e. Q_IN_REGS was removed after it (it lost: Triton re-loads Q from shared memory into
 # registers at every key block; docs/kernel.md, "Tried and dropped"), so the part runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
