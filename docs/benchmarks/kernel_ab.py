@@ -42,7 +42,8 @@ WINNERS = HERE / "h200" / "run13" / "grid-bf16_best_configs.json"
 # a new knob.
 VARIANTS = {"tma": {"USE_TMA": True}, "rev": {"REVERSE_M": True}, "pers": {"PERSISTENT": True},
             "ws": {"WARP_SPECIALIZE": True, "num_warps": 8}, "preV": {"PRE_LOAD_V": True},
-            "nocap": {"maxnreg": 0}, "n128": {"BLOCK_N": 128}}
+            "nocap": {"maxnreg": 0}, "n128": {"BLOCK_N": 128}, "nosplit": {"SPLIT_MASK": False},
+            "s3": {"num_stages": 3}, "flat": {"PERSISTENT": True, "SPLIT_MASK": False, "FLATTEN": True}}
 TOKENS, WIDTH = 16384, 2048
 
 # Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more
@@ -71,8 +72,8 @@ SHORT = {
 }
 
 
-def winners() -> dict[str, dict]:
-    return {e["problem_key"]: e["config"] for e in json.loads(WINNERS.read_text())["entries"]}
+def winners(path: Path = WINNERS) -> dict[str, dict]:
+    return {e["problem_key"]: e["config"] for e in json.loads(path.read_text())["entries"]}
 
 
 def variant(spec: str) -> dict:
@@ -207,6 +208,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dims", type=_int_list(SHORT), default=[64, 128, 256], help="head dims, comma-separated")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"),
                     help="run 13's winners are bf16's: with float16 only the SHORT configs and SDPA run")
+    ap.add_argument("--masks", default="full,causal", choices=("full,causal", "full", "causal"),
+                    help="which masks of each head dim and sequence length")
+    ap.add_argument("--winners", type=Path, default=WINNERS,
+                    help="a best-configs artifact whose entries are the cells' winners (default: run 13's bf16 grid)")
     ap.add_argument("--rep-ms", type=float, default=100.0)
     ap.add_argument("--workers", type=int, default=None)
     ap.add_argument("--ir-dir", type=Path, default=None,
@@ -229,7 +234,7 @@ def main(argv: list[str] | None = None) -> int:
 
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
     print(json.dumps(env), flush=True)
-    won = winners()
+    won = winners(a.winners)
     variants = [v for v in a.variants.split(",") if v]
     for v in variants:
         variant(v)
@@ -238,7 +243,7 @@ def main(argv: list[str] | None = None) -> int:
     pool = CompilePool(a.workers, timeout_s=120.0, device="cuda")
     try:
         for d in a.dims:
-            for causal in (False, True):
+            for causal in [m == "causal" for m in a.masks.split(",")]:
                 for s in a.seqs:
                     p = Problem(batch=TOKENS // s, hq=WIDTH // d, hkv=WIDTH // d, seqlen_q=s, seqlen_k=s,
                                 head_dim=d, causal=causal, dtype=a.dtype)
