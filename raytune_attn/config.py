@@ -35,14 +35,11 @@ KNOBS: dict[str, type] = {
     "REVERSE_M": bool,  # heavy-first tile order: last (causal: longest) query blocks scheduled first
     # NVIDIA-only launch option: cap on 32-bit registers per thread (ptx .maxnreg); 0 = no cap (compiler's choice).
     "maxnreg": int,
-    # Persistent grid only: the tile loop and the key loop fused into one loop (tl.range(flatten=True)), which
-    # Triton's pipeliner then runs across tiles (the next tile's first K/V blocks load during this tile's last).
-    "FLATTEN": bool,
 }
 AMD_ONLY_KNOBS = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})
 NVIDIA_ONLY_KNOBS = frozenset({"maxnreg"})
 CONSTEXPR_KNOBS = ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "SPLIT_MASK", "USE_TMA", "WARP_SPECIALIZE", "PERSISTENT",
-                   "REVERSE_M", "FLATTEN")
+                   "REVERSE_M")
 
 _POW2_BLOCKS = (16, 32, 64, 128, 256)
 
@@ -95,7 +92,6 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
         "PERSISTENT": False,
         "REVERSE_M": False,
         "maxnreg": 0,
-        "FLATTEN": False,
     }
 
 
@@ -138,8 +134,6 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
     if out["maxnreg"] * out["num_warps"] * 32 > 65536:
         raise InvalidConfig(f"maxnreg={out['maxnreg']} x num_warps={out['num_warps']} x 32 threads exceeds the "
                             "65536 registers of a block")
-    if out["FLATTEN"] and not out["PERSISTENT"]:
-        raise InvalidConfig("FLATTEN fuses the persistent grid's tile loop with the key loop: it needs PERSISTENT")
     if out["WARP_SPECIALIZE"] and out["num_warps"] % 4:
         raise InvalidConfig(f"WARP_SPECIALIZE needs num_warps a multiple of 4 (whole warp groups), got "
                             f"{out['num_warps']}")

@@ -155,11 +155,6 @@ HOPPER_KNOB_CONFIGS = [
     {"maxnreg": 128},
     {"WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True, "maxnreg": 232, "USE_TMA": True},
     {"PERSISTENT": True, "REVERSE_M": True, "SPLIT_MASK": False, "PRE_LOAD_V": True},
-    # One key loop: Triton fuses it with the tile loop (full masks; a causal loop's varying length is left nested).
-    {"PERSISTENT": True, "FLATTEN": True, "SPLIT_MASK": False},
-    {"PERSISTENT": True, "FLATTEN": True, "SPLIT_MASK": False, "USE_TMA": True, "REVERSE_M": True},
-    # Two key loops: nothing to fuse, the same kernel as without FLATTEN.
-    {"PERSISTENT": True, "FLATTEN": True},
 ]
 
 

@@ -10,6 +10,8 @@
 #             each head dim's winner and its FLATTEN variant (is the loop fused?). Then the CUDA suite's FLATTEN test.
 #   PART=land256 (nvidia-h200) issue 7: every config of docs/benchmarks/d256_short_space.yaml (228) on the D=256
 #             cells that stay below 1.3x SDPA flash (full S=512, causal S=512 and S=1024): the search or the space?
+# Calls: 1 PART=flat then PART=land256 (one command) at ff75f2b. FLATTEN was removed after it (Triton 3.6 miscompiles
+# the fused loop: docs/kernel.md, "Tried and dropped"), so PART=flat runs only from that commit.
 # Run from the repository root of the commit (the device copies the working tree):
 #   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run19.sh
 # (carrying .gpu-bundle/devenv-py312.tar.xz and .gpu-bundle/pytest-site, pytest for the CUDA tests)

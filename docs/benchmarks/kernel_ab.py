@@ -37,13 +37,13 @@ from raytune_attn.problem import Problem  # noqa: E402
 from raytune_attn.workload import make_workload  # noqa: E402
 
 WINNERS = HERE / "h200" / "run13" / "grid-bf16_best_configs.json"
-# Runs 17-18 measured four knobs that are gone since (docs/kernel.md, "Tried and dropped"): pqk = PIPELINE_QK,
-# tmaq = TMA_Q, tmao = TMA_O (tmaqo both), qreg = Q_IN_REGS. A variant is a set of knob values; add one here to A/B
-# a new knob.
+# Runs 17-19 measured five knobs that are gone since (docs/kernel.md, "Tried and dropped"): pqk = PIPELINE_QK,
+# tmaq = TMA_Q, tmao = TMA_O (tmaqo both), qreg = Q_IN_REGS, flat = FLATTEN (with PERSISTENT and no SPLIT_MASK).
+# A variant is a set of knob values; add one here to A/B a new knob.
 VARIANTS = {"tma": {"USE_TMA": True}, "rev": {"REVERSE_M": True}, "pers": {"PERSISTENT": True},
             "ws": {"WARP_SPECIALIZE": True, "num_warps": 8}, "preV": {"PRE_LOAD_V": True},
             "nocap": {"maxnreg": 0}, "n128": {"BLOCK_N": 128}, "nosplit": {"SPLIT_MASK": False},
-            "s3": {"num_stages": 3}, "flat": {"PERSISTENT": True, "SPLIT_MASK": False, "FLATTEN": True}}
+            "s3": {"num_stages": 3}}
 TOKENS, WIDTH = 16384, 2048
 
 # Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more

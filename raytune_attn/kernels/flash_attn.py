@@ -237,15 +237,14 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
-                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
-                         FLATTEN: tl.constexpr):
+                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
     longest-first: query blocks from the last to the first, each across every (sequence, head), so that the
     static round-robin hands every program its heavy causal tiles first and its light ones last."""
     num_zh = num_tiles // num_m_blocks
-    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0), flatten=FLATTEN):
+    for tile in tl.range(tl.program_id(0), num_tiles, tl.num_programs(0)):
         if REVERSE_M:
             start_m = num_m_blocks - 1 - tile // num_zh
             off_zh = tile % num_zh
@@ -259,7 +258,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
             stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
             stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
-        if not IS_VARLEN or start_m * BLOCK_M < sq:  # varlen: blocks past this sequence's end have nothing to do
+        if start_m * BLOCK_M < sq:  # varlen: blocks past this sequence's end have nothing to do
             _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
@@ -408,7 +407,6 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     )
     if config.get("PERSISTENT", False):
         kernel, args = _attn_fwd_persistent, (*args, num_m_blocks, num_tiles)
-        kwargs["FLATTEN"] = config.get("FLATTEN", False)
     else:
         kernel, grid = _attn_fwd, (num_m_blocks, batch * hq)
     try:
