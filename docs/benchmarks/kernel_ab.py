@@ -208,8 +208,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dims", type=_int_list(SHORT), default=[64, 128, 256], help="head dims, comma-separated")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"),
                     help="run 13's winners are bf16's: with float16 only the SHORT configs and SDPA run")
-    ap.add_argument("--masks", default="full,causal", choices=("full,causal", "full", "causal"),
-                    help="which masks of each head dim and sequence length")
+    ap.add_argument("--masks", default="full,causal", choices=("full,causal", "full", "causal"), metavar="MASKS",
+                    help="full,causal (default), full or causal: the masks of each head dim and sequence length")
     ap.add_argument("--winners", type=Path, default=WINNERS,
                     help="a best-configs artifact whose entries are the cells' winners (default: run 13's bf16 grid)")
     ap.add_argument("--rep-ms", type=float, default=100.0)
