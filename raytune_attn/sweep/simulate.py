@@ -72,14 +72,15 @@ class SimulatedGPU:
 
         ms = problem_flops / (tf * 1e12) * 1e3
         # check (one run and the comparison), warm-up, repetitions (at least MIN_REPS runs of a kernel longer than
-        # the rung's budget); over the cap, two runs, or one when it is over by more than a host stall could add (as
-        # timing.median_ms), and none after a check that far over (as BenchActor.run)
+        # the rung's budget)
         capped = cap_ms is not None and ms > cap_ms
-        if capped:
-            far = ms > cap_ms + STALL_MAX_MS
-            runs_ms = 0.0 if far and check else ms if far else 2 * ms
-        else:
+        if not capped:
             runs_ms = min(rep_ms, 10) + max(rep_ms, MIN_REPS * ms)
+        elif ms <= cap_ms + STALL_MAX_MS:
+            runs_ms = 2 * ms  # a host stall could explain the first run: a second confirms (timing.median_ms)
+        else:
+            # Over by more than a stall could add: one run, or none after a check (BenchActor.run stops on it).
+            runs_ms = 0.0 if check else ms
         busy_ms = (self.check_ms + ms if check else 0.0) + runs_ms
         time.sleep(busy_ms / 1e3)
         out.update(latency_ms=ms, tflops=tf, bench_s=busy_ms / 1e3, rel_err=0.0, capped=capped)
