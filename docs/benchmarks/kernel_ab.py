@@ -227,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         names = dict.fromkeys(r["name"][len("winner+"):] for r in rows if r["name"].startswith("winner+"))
         report(rows, list(names))
         return 0
+    try:
+        won = winners(a.winners)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"--winners {a.winners}: not a best-configs artifact ({type(e).__name__}: {e})", file=sys.stderr)
+        return 2
     if not torch.cuda.is_available():
         print("needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -234,7 +239,6 @@ def main(argv: list[str] | None = None) -> int:
 
     env = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "triton": triton.__version__}
     print(json.dumps(env), flush=True)
-    won = winners(a.winners)
     variants = [v for v in a.variants.split(",") if v]
     for v in variants:
         variant(v)
