@@ -137,6 +137,11 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
     if out["WARP_SPECIALIZE"] and out["num_warps"] % 4:
         raise InvalidConfig(f"WARP_SPECIALIZE needs num_warps a multiple of 4 (whole warp groups), got "
                             f"{out['num_warps']}")
+    if out["WARP_SPECIALIZE"] and not (out["USE_TMA"] and not out["SPLIT_MASK"]):
+        # Triton's Hopper pass aborts the process (an LLVM assertion, not an exception) on a pointer load or on a
+        # second key loop, so these are refused before they reach a compiler.
+        raise InvalidConfig("WARP_SPECIALIZE needs USE_TMA (every load through a tensor descriptor) and SPLIT_MASK "
+                            "off (one key loop)")
     if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
         raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
     if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):

@@ -144,16 +144,20 @@ def test_varlen(lens, heads_dim, causal, dtype, config):
     assert (lse[fin] - ref_lse[fin]).abs().max().item() < 100 * tolerance(dtype, DEVICE)
 
 
-# The Hopper knobs of issue #7, alone and together, on small tiles (8 warps: whole warp groups for warp
-# specialization, which Triton 3.6 compiles on Hopper only with 8 warps). In the interpreter warp specialization
-# and maxnreg are no-ops but their code paths run; the persistent grid really loops (3 programs).
+# The Hopper knobs of issue #7, alone and together, on small tiles (8 warps unless given). Warp specialization as
+# Triton's Hopper pass takes it: 4 warps written (it adds a producer warp group and splits the rows over two
+# consumer groups), descriptor loads, one key loop. In the interpreter warp specialization and maxnreg are no-ops
+# but their code paths run (Q through a descriptor, no early exit); the persistent grid really loops (3 programs).
+WS = {"WARP_SPECIALIZE": True, "num_warps": 4, "USE_TMA": True, "SPLIT_MASK": False}
 HOPPER_KNOB_CONFIGS = [
     {"PERSISTENT": True},
     {"PERSISTENT": True, "REVERSE_M": True},
     {"REVERSE_M": True},
-    {"WARP_SPECIALIZE": True},
+    WS,
+    {**WS, "PRE_LOAD_V": True, "num_stages": 3},
     {"maxnreg": 128},
-    {"WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True, "maxnreg": 232, "USE_TMA": True},
+    {**WS, "PERSISTENT": True, "REVERSE_M": True},
+    {"PERSISTENT": True, "REVERSE_M": True, "maxnreg": 232, "USE_TMA": True},
     {"PERSISTENT": True, "REVERSE_M": True, "SPLIT_MASK": False, "PRE_LOAD_V": True},
 ]
 

@@ -128,7 +128,7 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
                    USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
-    has checked starts inside the sequence."""
+    has checked starts inside the sequence (unless WARP_SPECIALIZE: see `hi`)."""
     if USE_TMA:
         k_desc = tl.make_tensor_descriptor(k_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
                                            block_shape=[BLOCK_N, BLOCK_D])
@@ -142,7 +142,14 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     q_mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < HEAD_DIM)
-    q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
+    if WARP_SPECIALIZE:
+        # Hopper's warp-specialization pass hands every load of the function to its producer warp group, and that
+        # group issues only tensor-descriptor (TMA) copies: Q comes through a descriptor too.
+        q_desc = tl.make_tensor_descriptor(q_base, shape=[seqlen_q, HEAD_DIM], strides=[stride_qm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
+        q = q_desc.load([start_m * BLOCK_M, 0])
+    else:
+        q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -159,6 +166,10 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         hi = seqlen_k
         full_end = seqlen_k
     hi = tl.maximum(hi, 0)
+    if WARP_SPECIALIZE:
+        # That pass also takes no early return, so the callers do not skip a query block past the sequence's end
+        # (varlen): it runs an empty key range here and its masked stores write nothing.
+        hi = tl.where(start_m * BLOCK_M < seqlen_q, hi, 0)
     if SPLIT_MASK:
         # Whole blocks below the diagonal and inside the sequence need no mask; the rest (the diagonal band and
         # a ragged last block) go through the masked loop.
@@ -220,8 +231,9 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
         stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
         stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
-    if start_m * BLOCK_M >= seqlen_q:
-        return
+    if not WARP_SPECIALIZE:
+        if start_m * BLOCK_M >= seqlen_q:
+            return
     _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
@@ -258,7 +270,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
             stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
             stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
-        if start_m * BLOCK_M < sq:  # varlen: blocks past this sequence's end have nothing to do
+        if WARP_SPECIALIZE or start_m * BLOCK_M < sq:  # varlen: blocks past this sequence's end have nothing to do
             _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,

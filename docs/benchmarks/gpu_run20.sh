@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Twentieth run. Each PART is one device call of at most 10 minutes (several PARTs may share a call).
+#   PART=ws (nvidia-h200) issue 7: Hopper warp specialization as Triton's pass takes it. The pass (Triton 3.6 and
+#           3.9, `add_hopper_warpspec`) acts only on a kernel written for 4 warps, then adds a producer warp group
+#           and splits the tile's rows over two consumer warp groups (FlashAttention-3's layout); it aborts on a
+#           pointer load, an early return or a second key loop. The kernel now loads Q through a descriptor and
+#           skips no block under WARP_SPECIALIZE. kernel_ab.py on run 18's bf16 winners of all 24 cells (S 512,
+#           1024, 4096, 16384; D 64, 128, 256; full and causal) against warp-specialized configs (4 warps, TMA,
+#           one key loop) of several tiles and stages, with SDPA flash and cuDNN in the same run; the TTGIR of
+#           each head dim's winner and first variant. Then the CUDA suite's Hopper-knob tests.
+# Run from the repository root of the commit (the device copies the working tree):
+#   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run20.sh
+# (carrying .gpu-bundle/devenv-py312.tar.xz and .gpu-bundle/pytest-site, pytest for the CUDA tests)
+RUN=run20 PART=${PART:-ws}
+source docs/benchmarks/gpu_lib.sh
+
+case $PART in
+  ws)
+    mkdir -p /tmp/ws
+    TRITON_CACHE_DIR=/tmp/triton-ab timeout 420 python3 docs/benchmarks/kernel_ab.py --short 0 \
+      --winners docs/benchmarks/h200/run18/grid-bf16_best_configs.json \
+      --variants ws4+m128+n64+s2,ws4+m128+n64+s3,ws4+m128+n128+s2,ws4+m256+n64+s2,ws4+m256+n128+s2,ws4+m128+n64+s2+pers,tma+nosplit \
+      --ir-dir /tmp/ws/ir --out /tmp/ws/ws_bf16.json --workers 15 2>&1 \
+      | tee /tmp/ws/ws_bf16.log | grep -v "TFLOP/s" | tail -70
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 120 python3 -m pytest -q \
+      -p no:cacheprovider tests/test_flash_attn.py -k "hopper_knobs" > /tmp/ws/cuda_hopper_knobs.log 2>&1
+    echo "cuda tests rc=$?"; tail -5 /tmp/ws/cuda_hopper_knobs.log
+    (cd /tmp && tar -czf "$OUT/${RUN}_ws.tar.gz" ws) ;;
+  *) echo "unknown PART=$PART"; exit 2 ;;
+esac
