@@ -200,11 +200,12 @@ def bench_problem(problem: Problem, configs: Iterable[dict], *, baselines=SDPA_B
     base = {"B": p.batch, "H": p.hq, "Hkv": p.hkv, "S": p.seqlen_q, "Sk": p.seqlen_k, "D": p.head_dim,
             "causal": p.causal, "dtype": p.dtype, "problem_key": p.key}
 
-    def measure(impl, fn, cfg_json="", to_packed=None, catch=(InvalidConfig, RuntimeError, ValueError), **extra):
+    def measure(impl, fn, cfg_json="", to_packed=None, catch=(InvalidConfig, RuntimeError, ValueError), check=None,
+                **extra):
         row = {**base, "impl": impl, "config": cfg_json, "ms": float("nan"), "tflops": float("nan"), "error": "",
                **extra}
         try:
-            out = fn()
+            out = (check or fn)()
             ok, err = accept(to_packed(out) if to_packed else out, ref)
             del out
             if not ok:
@@ -227,7 +228,8 @@ def bench_problem(problem: Problem, configs: Iterable[dict], *, baselines=SDPA_B
     elif device == "cuda":
         rows.extend(measure(f"sdpa-{b}", _sdpa_fn(b, w)) for b in baselines)
     for cfg in configs:
-        rows.append(measure("raytune-attn", lambda c=cfg: w.run(c), json.dumps(cfg, sort_keys=True)))
+        rows.append(measure("raytune-attn", lambda c=cfg: w.run(c), json.dumps(cfg, sort_keys=True),
+                            check=lambda c=cfg: w.check_run(c)))
     return rows
 
 

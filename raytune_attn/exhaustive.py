@@ -72,7 +72,7 @@ def measure_problem(problem: Problem, configs: list[dict], pool: CompilePool, *,
         if res.status == "ok":
             t0 = time.perf_counter()
             try:
-                out = w.run(res.config)
+                out = w.check_run(res.config)
                 ok, err = accept(out, ref)
                 row["rel_err"] = err
                 if not ok:

@@ -63,6 +63,13 @@ class Workload:
                           max_seqlen_k=p.seqlen_k)
         return flash_attn_fwd(self.q, self.k, self.v, self._config(config), causal=p.causal, **varlen, **kw)
 
+    def check_run(self, config: dict) -> torch.Tensor:
+        """One launch into an output filled with NaN, for the correctness check: a row the kernel leaves unwritten
+        fails it. (An output from torch.empty is often the block the caching allocator just took back from the
+        previous launch, whose correct rows would pass for this config's.)"""
+        out = torch.full_like(self.q, float("nan"), memory_format=torch.contiguous_format)
+        return self.run(config, out=out)
+
     def compile(self, config: dict):
         """Validate `config` for this workload and compile it without launching; raises InvalidConfig."""
         return self.run(config, compile_only=True)

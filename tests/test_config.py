@@ -72,6 +72,8 @@ def test_hopper_knobs_are_off_by_default():
         ({"maxnreg": 256}, "maxnreg=256"),
         ({"maxnreg": 232, "num_warps": 16}, "65536 registers"),
         ({"WARP_SPECIALIZE": True, "num_warps": 2}, "WARP_SPECIALIZE needs num_warps a multiple of 4"),
+        ({"WARP_SPECIALIZE": True, "SPLIT_MASK": False}, "WARP_SPECIALIZE needs USE_TMA"),
+        ({"WARP_SPECIALIZE": True, "USE_TMA": True}, "and SPLIT_MASK off"),
     ],
 )
 def test_bad_hopper_knobs_name_the_knob(config, match):
@@ -84,8 +86,8 @@ def test_maxnreg_refused_on_amd_only():
         validate_config({"maxnreg": 128}, vendor="amd")
     assert validate_config({"maxnreg": 0}, vendor="amd")["maxnreg"] == 0  # 0 = unset, fine anywhere
     assert validate_config({"maxnreg": 168, "num_warps": 8}, vendor="nvidia")["maxnreg"] == 168
-    assert validate_config({"maxnreg": 232, "WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True},
-                           vendor="cpu")["PERSISTENT"] is True  # fmt: skip
+    assert validate_config({"maxnreg": 232, "WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True,
+                            "USE_TMA": True, "SPLIT_MASK": False}, vendor="cpu")["PERSISTENT"] is True  # fmt: skip
 
 
 def test_default_tiles_follow_short_sequences_and_only_those():

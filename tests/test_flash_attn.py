@@ -184,6 +184,21 @@ def test_hopper_knobs_varlen(knobs, causal):
     test_varlen(([5, 33, 0], [9, 20, 4]), (4, 2, 32), causal, DTYPES[0], _hopper_cfg(knobs))
 
 
+# Warp specialization on the tiles it is searched with (on Hopper: two consumer warp groups of 64 rows each) and
+# many key blocks a tile: the ring of K/V buffers wraps several times, and each consumer group must store its
+# own rows (Triton's pass once stored the second group's rows 64 too far down).
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+def test_warp_specialized_tiles_over_many_key_blocks(causal, stages, varlen):
+    tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
+    cfg = {**WS, **tiles, "num_stages": stages}
+    if varlen:
+        test_varlen(([300, 0, 77], [333, 5, 200]), (4, 2, 64), causal, DTYPES[-1], cfg)
+    else:
+        _check_dense((2, 4, 2, 333, 333, 64), causal, DTYPES[-1], cfg)
+
+
 def test_unsupported_knobs_raise_invalid_config(monkeypatch):
     from raytune_attn.config import InvalidConfig
     from raytune_attn.kernels import flash_attn as fa
@@ -191,7 +206,7 @@ def test_unsupported_knobs_raise_invalid_config(monkeypatch):
     q = _rand(1, 1, 16, 32, dtype=DTYPES[0])
     monkeypatch.setattr(fa, "_HAS_WARP_SPECIALIZE", False)
     with pytest.raises(InvalidConfig, match="WARP_SPECIALIZE needs tl.range"):
-        flash_attn_fwd(q, q, q, validate_config({"BLOCK_M": 16, "BLOCK_N": 16, "WARP_SPECIALIZE": True}, head_dim=32))
+        flash_attn_fwd(q, q, q, validate_config({"BLOCK_M": 16, "BLOCK_N": 16, **WS}, head_dim=32))
     monkeypatch.setattr(fa.torch.version, "hip", "6.2")
     with pytest.raises(InvalidConfig, match="maxnreg is an NVIDIA launch option"):
         fa._check_support({"maxnreg": 128}, q, interpreting=False)

@@ -78,3 +78,27 @@ def test_unfilled_workload_compiles_the_same_binary_without_random_inputs():
     w.compile(cfg)  # a compile needs shapes, dtypes and alignment only
     ok, _ = accept(full.run(cfg), reference(full))
     assert ok
+
+
+def test_check_run_fails_rows_a_config_leaves_unwritten(monkeypatch):
+    # A kernel that skips half the query rows: its output buffer is NaN-filled for the check, so the skipped rows
+    # fail it (from torch.empty they could hold the previous launch's correct rows).
+    import raytune_attn.workload as workload
+
+    real = workload.flash_attn_fwd
+
+    def half_rows(q, k, v, config, *, out=None, **kw):
+        full = real(q, k, v, config, **kw)
+        rows = q.shape[2] // 2
+        out[:, :, :rows] = full[:, :, :rows]
+        return out
+
+    w = make_workload(DENSE, DEVICE)
+    ref = reference(w)
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 16}
+    ok, err = accept(w.check_run(cfg), ref)
+    assert ok and err < 1e-4
+    monkeypatch.setattr(workload, "flash_attn_fwd", half_rows)
+    got = w.check_run(cfg)
+    assert torch.isnan(got[:, :, DENSE.seqlen_q // 2:]).all()
+    assert not accept(got, ref)[0]

@@ -47,7 +47,8 @@ VARIANTS = {"tma": {"USE_TMA": True}, "rev": {"REVERSE_M": True}, "pers": {"PERS
             # Hopper's warp specialization as its pass accepts it: one warp group written (the pass adds a producer
             # and splits the tile's rows over two consumers), every load through a descriptor, one key loop.
             "ws4": {"WARP_SPECIALIZE": True, "num_warps": 4, "USE_TMA": True, "SPLIT_MASK": False, "maxnreg": 0},
-            "m128": {"BLOCK_M": 128}, "m256": {"BLOCK_M": 256}, "n64": {"BLOCK_N": 64}, "s2": {"num_stages": 2}}
+            "m64": {"BLOCK_M": 64}, "m128": {"BLOCK_M": 128}, "m256": {"BLOCK_M": 256}, "n32": {"BLOCK_N": 32},
+            "n64": {"BLOCK_N": 64}, "s2": {"num_stages": 2}}
 TOKENS, WIDTH = 16384, 2048
 
 # Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more

@@ -144,10 +144,17 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
     q_mask = (offs_m[:, None] < seqlen_q) & (offs_d[None, :] < HEAD_DIM)
     if WARP_SPECIALIZE:
         # Hopper's warp-specialization pass hands every load of the function to its producer warp group, and that
-        # group issues only tensor-descriptor (TMA) copies: Q comes through a descriptor too.
-        q_desc = tl.make_tensor_descriptor(q_base, shape=[seqlen_q, HEAD_DIM], strides=[stride_qm, 1],
+        # group issues only tensor-descriptor (TMA) copies: Q comes through a descriptor too. An empty sequence
+        # (varlen) still loads its block (see `hi` below) and a descriptor needs a row: it gets this head's row 0 of
+        # the batch, which exists, and what it reads is never stored.
+        q_desc = tl.make_tensor_descriptor(q_base - tl.where(seqlen_q == 0, q_start, 0) * stride_qm,
+                                           shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qm, 1],
                                            block_shape=[BLOCK_M, BLOCK_D])
-        q = q_desc.load([start_m * BLOCK_M, 0])
+        # The pass splits the tile's rows over two consumer warp groups by adding each half's offset to the
+        # load's row and to `offs_m`'s range; when the row is the very value `offs_m` is built from (start_m *
+        # BLOCK_M), Triton 3.6-3.9 add the offset twice to the second half's rows, which then mask and store
+        # the wrong rows. The same row computed another way, (start_m * 2 * BLOCK_M) // 2, keeps them apart.
+        q = q_desc.load([(start_m * (2 * BLOCK_M)) // 2, 0])
     else:
         q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
 
@@ -405,7 +412,7 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
 
     num_m_blocks = triton.cdiv(sq, config["BLOCK_M"])
     num_tiles = num_m_blocks * batch * hq
-    if num_tiles == 0:
+    if num_tiles == 0 or q.numel() == 0:  # no tile, or (varlen) no token: nothing to compute
         return (out, lse) if return_lse else out
     args = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
             *q_strides, *k_strides, *v_strides, *o_strides, *l_strides,

@@ -173,7 +173,7 @@ class _Bench:
                 out["compile_s"] = t1 - t0
                 self.compile_wait_s += t1 - t0
                 t_check = time.perf_counter()
-                got = w.run(config)
+                got = w.check_run(config)
                 on_gpu = torch.cuda.is_available()  # the interpreter's times say nothing: no cap from them
                 if on_gpu:
                     torch.cuda.synchronize()
