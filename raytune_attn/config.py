@@ -142,6 +142,10 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         # second key loop, so these are refused before they reach a compiler.
         raise InvalidConfig("WARP_SPECIALIZE needs USE_TMA (every load through a tensor descriptor) and SPLIT_MASK "
                             "off (one key loop)")
+    if out["WARP_SPECIALIZE"] and out["num_stages"] != 2:
+        # Measured on an H200 with Triton 3.6: a ring of 3 K/V buffers gave NaN outputs; 2 is the depth verified.
+        raise InvalidConfig(f"WARP_SPECIALIZE is verified correct with num_stages=2 only (3 gave NaN outputs with "
+                            f"Triton 3.6 on Hopper), got {out['num_stages']}")
     if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
         raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
     if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):

@@ -74,6 +74,7 @@ def test_hopper_knobs_are_off_by_default():
         ({"WARP_SPECIALIZE": True, "num_warps": 2}, "WARP_SPECIALIZE needs num_warps a multiple of 4"),
         ({"WARP_SPECIALIZE": True, "SPLIT_MASK": False}, "WARP_SPECIALIZE needs USE_TMA"),
         ({"WARP_SPECIALIZE": True, "USE_TMA": True}, "and SPLIT_MASK off"),
+        ({"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_stages": 3}, "num_stages=2 only"),
     ],
 )
 def test_bad_hopper_knobs_name_the_knob(config, match):
@@ -87,7 +88,8 @@ def test_maxnreg_refused_on_amd_only():
     assert validate_config({"maxnreg": 0}, vendor="amd")["maxnreg"] == 0  # 0 = unset, fine anywhere
     assert validate_config({"maxnreg": 168, "num_warps": 8}, vendor="nvidia")["maxnreg"] == 168
     assert validate_config({"maxnreg": 232, "WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True,
-                            "USE_TMA": True, "SPLIT_MASK": False}, vendor="cpu")["PERSISTENT"] is True  # fmt: skip
+                            "USE_TMA": True, "SPLIT_MASK": False, "num_stages": 2},
+                           vendor="cpu")["PERSISTENT"] is True  # fmt: skip
 
 
 def test_default_tiles_follow_short_sequences_and_only_those():

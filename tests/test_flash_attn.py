@@ -148,13 +148,13 @@ def test_varlen(lens, heads_dim, causal, dtype, config):
 # Triton's Hopper pass takes it: 4 warps written (it adds a producer warp group and splits the rows over two
 # consumer groups), descriptor loads, one key loop. In the interpreter warp specialization and maxnreg are no-ops
 # but their code paths run (Q through a descriptor, no early exit); the persistent grid really loops (3 programs).
-WS = {"WARP_SPECIALIZE": True, "num_warps": 4, "USE_TMA": True, "SPLIT_MASK": False}
+WS = {"WARP_SPECIALIZE": True, "num_warps": 4, "USE_TMA": True, "SPLIT_MASK": False, "num_stages": 2}
 HOPPER_KNOB_CONFIGS = [
     {"PERSISTENT": True},
     {"PERSISTENT": True, "REVERSE_M": True},
     {"REVERSE_M": True},
     WS,
-    {**WS, "PRE_LOAD_V": True, "num_stages": 3},
+    {**WS, "PRE_LOAD_V": True},
     {"maxnreg": 128},
     {**WS, "PERSISTENT": True, "REVERSE_M": True},
     {"PERSISTENT": True, "REVERSE_M": True, "maxnreg": 232, "USE_TMA": True},
@@ -188,11 +188,11 @@ def test_hopper_knobs_varlen(knobs, causal):
 # many key blocks a tile: the ring of K/V buffers wraps several times, and each consumer group must store its
 # own rows (Triton's pass once stored the second group's rows 64 too far down).
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("stages", [2, 3])
+@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
-def test_warp_specialized_tiles_over_many_key_blocks(causal, stages, varlen):
+def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, varlen):
     tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
-    cfg = {**WS, **tiles, "num_stages": stages}
+    cfg = {**WS, **tiles, "PERSISTENT": persistent, "REVERSE_M": persistent}
     if varlen:
         test_varlen(([300, 0, 77], [333, 5, 200]), (4, 2, 64), causal, DTYPES[-1], cfg)
     else:

@@ -12,6 +12,7 @@ import pytest
 
 from raytune_attn.config import default_config
 from raytune_attn.search import make_searcher
+from raytune_attn.search.gp import WARP_SPECIALIZED
 from raytune_attn.search.landscape import load_landscape
 from raytune_attn.search.replay import run_searcher
 from raytune_attn.search.space import load_space
@@ -164,3 +165,18 @@ def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
     problem = {"head_dim": 128, "seqlen_q": 512, "seqlen_k": 512, "causal": True}
     assert _evals_to_98(land, 24, **problem) <= 24
     assert _evals_to_98(land, 24, screen_short_causal=False, **problem) > 24
+
+
+def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it():
+    # FlashAttention-3's layout as Triton's Hopper pass builds it (128 x 64, one warp group written, TMA, one key
+    # loop, 2 stages) shares no knob value with the D=256 start (64 x 32, 4 warps, no TMA, split loop): screened.
+    space = load_space("nvidia/sm90")
+    for d, s in ((256, 4096), (64, 512)):
+        cfgs = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s).design_configs()
+        ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
+        assert len(ws) == 1 and {k: ws[0][k] for k in WARP_SPECIALIZED} == WARP_SPECIALIZED
+        assert len(cfgs) == len(make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s,
+                                              screen_warp_specialized=False).design_configs()) + 1
+    study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add
+    assert len(make_searcher("gp", study, seed=0, head_dim=256).design_configs()) == len(
+        make_searcher("gp", study, seed=0, head_dim=256, screen_warp_specialized=False).design_configs())

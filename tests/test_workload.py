@@ -7,9 +7,12 @@ from reference import attention_reference, varlen_reference
 from raytune_attn.problem import Problem
 from raytune_attn.workload import accept, make_workload, reference
 
-DENSE = Problem(batch=2, hq=4, hkv=2, seqlen_q=40, seqlen_k=56, head_dim=32, causal=True, dtype="float32")
-VARLEN = Problem(batch=3, hq=4, hkv=1, seqlen_q=30, seqlen_k=30, head_dim=64, causal=True, dtype="float32",
-                 varlen=True)
+# float32 on the CPU (the interpreter); on a GPU the kernel's float32 matmuls run in TF32, so there the kernel's
+# outputs are checked in bfloat16, the dtype sweeps run, against the acceptance rule alone.
+DTYPE = "float32" if DEVICE == "cpu" else "bfloat16"
+CLOSE = 1e-4 if DEVICE == "cpu" else 2e-2
+DENSE = Problem(batch=2, hq=4, hkv=2, seqlen_q=40, seqlen_k=56, head_dim=32, causal=True, dtype=DTYPE)
+VARLEN = Problem(batch=3, hq=4, hkv=1, seqlen_q=30, seqlen_k=30, head_dim=64, causal=True, dtype=DTYPE, varlen=True)
 
 
 def test_inputs_are_deterministic_and_not_zero():
@@ -35,7 +38,7 @@ def test_kernel_output_accepted_and_wrong_outputs_rejected():
         ref = reference(w)
         out = w.run({"BLOCK_M": 16, "BLOCK_N": 16})
         ok, err = accept(out, ref)
-        assert ok and err < 1e-4
+        assert ok and err < CLOSE
         bad = out.clone()
         bad.view(-1)[: bad.numel() // 4] = 0  # a skipped block
         assert not accept(bad, ref)[0]
@@ -97,7 +100,7 @@ def test_check_run_fails_rows_a_config_leaves_unwritten(monkeypatch):
     ref = reference(w)
     cfg = {"BLOCK_M": 16, "BLOCK_N": 16}
     ok, err = accept(w.check_run(cfg), ref)
-    assert ok and err < 1e-4
+    assert ok and err < CLOSE
     monkeypatch.setattr(workload, "flash_attn_fwd", half_rows)
     got = w.check_run(cfg)
     assert torch.isnan(got[:, :, DENSE.seqlen_q // 2:]).all()

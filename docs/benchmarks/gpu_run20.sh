@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
 # Twentieth run. Each PART is one device call of at most 10 minutes (several PARTs may share a call).
+#   PART=tests (nvidia-h200) the CUDA tests of warp specialization, the Hopper knobs, varlen and the workload checks.
+#   PART=grid (nvidia-h200) issue 7's bf16 grid as in run 18 (GP, budget 24, cold cache, SDPA after the sweep), with
+#           the space's warp-specialized configs (4 warps, TMA, one key loop, 2 stages) and the searcher's
+#           warp-specialized move.
 #   PART=ws (nvidia-h200) issue 7: Hopper warp specialization as Triton's pass takes it. The pass (Triton 3.6 and
 #           3.9, `add_hopper_warpspec`) acts only on a kernel written for 4 warps, then adds a producer warp group
 #           and splits the tile's rows over two consumer warp groups (FlashAttention-3's layout); it aborts on a
@@ -8,9 +12,10 @@
 #           1024, 4096, 16384; D 64, 128, 256; full and causal) against warp-specialized configs (4 warps, TMA,
 #           one key loop) of several tiles and stages, with SDPA flash and cuDNN in the same run; the TTGIR of
 #           each head dim's winner and first variant. Then the CUDA suite's Hopper-knob tests.
-# Calls: 1 at e4ffe44 (the second consumer group's rows stored 64 too far down: a Triton bug, worked around since,
+# Calls: PART=ws: 1 at e4ffe44 (the second consumer group's rows stored 64 too far down: a Triton bug, worked around since,
 # and an empty varlen sequence's Q descriptor had no row); 2 at the commit after it, with the checks' outputs
-# NaN-filled (an unwritten row passed before). Run from the repository root of the commit (the device copies the working tree):
+# NaN-filled (an unwritten row passed before). 3: PART=tests then PART=grid (one command) at the commit that
+# put the warp-specialized layout in the space. Run from the repository root of the commit (the device copies the working tree):
 #   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run20.sh
 # (carrying .gpu-bundle/devenv-py312.tar.xz and .gpu-bundle/pytest-site, pytest for the CUDA tests)
 RUN=run20 PART=${PART:-ws}
@@ -32,5 +37,15 @@ case $PART in
       echo "cuda tests [$sel] rc=$?"; tail -3 /tmp/ws/cuda_tests.log
     done
     (cd /tmp && tar -czf "$OUT/${RUN}_ws.tar.gz" ws) ;;
+  tests)
+    mkdir -p /tmp/ws
+    for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense)" \
+               "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
+      PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
+        -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$OUT/cuda_tests.log" 2>&1
+      echo "cuda tests [$sel] rc=$?"; tail -3 "$OUT/cuda_tests.log"
+    done ;;
+  grid)
+    sweep grid-bf16 540 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
   *) echo "unknown PART=$PART"; exit 2 ;;
 esac
