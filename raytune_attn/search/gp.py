@@ -118,7 +118,7 @@ SHORT_CAUSAL_MOVE = {"BLOCK_M": -1, "num_stages": 1}
 # pass turns into a producer warp group issuing the TMA copies and two consumer groups of 64 rows; 64-key blocks,
 # 2 stages. It shares no knob value with the starts, so neither one-knob nor coupled steps reach it. Screened where
 # the space has it (Hopper): on the H200's bf16 grid (run 20) it ran 1.06-1.21x the tuned winners of all eight
-# D=256 cells and 0.6-0.9x at D=64 and 128 ("The warp-specialized layout").
+# D=256 cells and 0.5-0.9x at D=64 and 128 ("The warp-specialized layout").
 WARP_SPECIALIZED = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2,
                     "maxnreg": 0, "BLOCK_M": 128, "BLOCK_N": 64}
 SHORT_CAUSAL_ROWS_PER_WARP = 16
