@@ -21,6 +21,16 @@
 RUN=run20 PART=${PART:-ws}
 source docs/benchmarks/gpu_lib.sh
 
+cuda_tests() {  # cuda_tests LOG: warp specialization, the Hopper knobs, varlen and the workload checks, in two
+  # processes (a kernel fault is sticky for the CUDA context, and would fail every later test of one)
+  for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense)" \
+             "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
+      -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
+    echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
+  done
+}
+
 case $PART in
   ws)
     mkdir -p /tmp/ws
@@ -29,22 +39,10 @@ case $PART in
       --variants ws4+m128+n64+s2,ws4+m128+n64+s3,ws4+m128+n128+s2,ws4+m128+n32+s2,ws4+m64+n64+s2,ws4+m256+n64+s2,ws4+m256+n128+s2,ws4+m128+n64+s2+pers,tma+nosplit \
       --ir-dir /tmp/ws/ir --out /tmp/ws/ws_bf16.json --workers 15 2>&1 \
       | tee /tmp/ws/ws_bf16.log | grep -v "TFLOP/s" | tail -70
-    # Two processes: a kernel fault is sticky for the CUDA context, and would fail every later test of one.
-    for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense)" \
-               "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
-      PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
-        -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> /tmp/ws/cuda_tests.log 2>&1
-      echo "cuda tests [$sel] rc=$?"; tail -3 /tmp/ws/cuda_tests.log
-    done
+    cuda_tests /tmp/ws/cuda_tests.log
     (cd /tmp && tar -czf "$OUT/${RUN}_ws.tar.gz" ws) ;;
   tests)
-    mkdir -p /tmp/ws
-    for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense)" \
-               "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
-      PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
-        -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$OUT/cuda_tests.log" 2>&1
-      echo "cuda tests [$sel] rc=$?"; tail -3 "$OUT/cuda_tests.log"
-    done ;;
+    cuda_tests "$OUT/cuda_tests.log" ;;
   grid)
     sweep grid-bf16 540 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
   *) echo "unknown PART=$PART"; exit 2 ;;
