@@ -4,6 +4,7 @@ import pytest
 
 from raytune_attn import artifact, results
 from raytune_attn.cli import main
+from raytune_attn.config import InvalidConfig, validate_config
 from raytune_attn.problem import Problem
 
 P1 = Problem(2, 4, 2, 256, 256, 64, True, "float16")
@@ -120,3 +121,16 @@ def test_cli_export_user_errors(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "no trial with status ok" in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "x.json").exists()
+
+
+def test_configs_from_before_run_20_load_with_the_eight_warp_warp_specialization_off(results_file, tmp_path):
+    # Sweeps before run 20 searched WARP_SPECIALIZE with 8 warps (a no-op in Triton's Hopper pass), which the knob
+    # now refuses: such an artifact still loads, with the kernel it measured.
+    art = artifact.build_from_results(results_file)
+    legacy = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "WARP_SPECIALIZE": True}
+    art["entries"][0]["config"] = legacy
+    art["checksum"] = artifact.checksum(art)
+    loaded = artifact.load(artifact.write(art, tmp_path / "best_configs.json"))
+    assert loaded["entries"][0]["config"] == {**legacy, "WARP_SPECIALIZE": False}
+    with pytest.raises(InvalidConfig, match="WARP_SPECIALIZE needs USE_TMA"):
+        validate_config(legacy)
