@@ -199,6 +199,22 @@ def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, varlen)
         _check_dense((2, 4, 2, 333, 333, 64), causal, DTYPES[-1], cfg)
 
 
+
+# Dense keys in whole key blocks: the kernel then drops the sequence-end mask (a full mask masks no block at all, a
+# causal one only its diagonal band), in the split loops, the one masked loop and under warp specialization; with
+# ragged query counts, fewer and more queries than keys.
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("knobs", [{}, {"SPLIT_MASK": False}, {"PERSISTENT": True, "REVERSE_M": True}, WS,
+                                   {**WS, "PERSISTENT": True}],
+                         ids=lambda c: "-".join(f"{k}{int(v)}" for k, v in c.items()) or "split")
+@pytest.mark.parametrize("fewer_queries", [True, False], ids=["sq<sk", "sq>sk"])
+def test_whole_key_blocks(knobs, causal, fewer_queries):
+    tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
+    sk = 4 * tiles["BLOCK_N"]
+    sq = sk - tiles["BLOCK_N"] - 3 if fewer_queries else sk + tiles["BLOCK_M"] + 5
+    cfg = {**tiles, "num_warps": 4, "num_stages": 2, **knobs}
+    _check_dense((2, 4, 2, sq, sk, 64), causal, DTYPES[-1], cfg)
+
 def test_unsupported_knobs_raise_invalid_config(monkeypatch):
     from raytune_attn.config import InvalidConfig
     from raytune_attn.kernels import flash_attn as fa

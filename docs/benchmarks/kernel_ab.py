@@ -187,6 +187,25 @@ def report(rows: list[dict], variants: list[str]) -> None:
         print(f"{'+' + v:<12} " + " ".join(line))
 
 
+def report_vs(rows: list[dict], base: list[dict]) -> None:
+    """The same configs against another run's output (`--baseline`: the same cells and config names, another kernel
+    build): per config group (the winner, each variant) and head dim, the geometric mean and range of this run's
+    TFLOP/s over the baseline's."""
+    old = {(r["D"], r["causal"], r["S"], r["name"]): r["tflops"] for r in base if r.get("tflops")}
+    groups = collections.defaultdict(list)
+    for r in rows:
+        was = old.get((r["D"], r["causal"], r["S"], r["name"]))
+        if r.get("tflops") and was and r["config"]:
+            group = "winner" if r["name"].startswith("winner ") else r["name"]
+            groups[(group, r["D"], r["causal"])].append(r["tflops"] / was)
+    print("\nagainst --baseline: this run / baseline, geo (min-max) over the sequence lengths")
+    print(f"{'config':<28} {'D':>4} {'mask':<7} {'geo':>6} {'min':>6} {'max':>6}")
+    for (group, d, causal), ratios in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):
+        geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+        print(f"{group:<28} {d:>4} {'causal' if causal else 'full':<7} {geo:6.3f} {min(ratios):6.3f} "
+              f"{max(ratios):6.3f}")
+
+
 def _int_list(allowed=None):
     """An argparse type: comma-separated positive integers (from `allowed` when given)."""
     def parse(text: str) -> list[int]:
@@ -222,6 +241,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ir-dir", type=Path, default=None,
                     help="write the TTGIR of each head dim's winner and first variant (longest sequence) here")
     ap.add_argument("--summarize", metavar="JSON", help="print the tables of an earlier run's output and stop")
+    ap.add_argument("--baseline", metavar="JSON", type=Path,
+                    help="an earlier run's output (another kernel build, same cells and configs): print the ratios")
     a = ap.parse_args(argv)
     if a.summarize:
         try:
@@ -231,6 +252,8 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         names = dict.fromkeys(r["name"][len("winner+"):] for r in rows if r["name"].startswith("winner+"))
         report(rows, list(names))
+        if a.baseline:
+            report_vs(rows, json.loads(a.baseline.read_text())["rows"])
         return 0
     try:
         won = winners(a.winners)
@@ -275,6 +298,8 @@ def main(argv: list[str] | None = None) -> int:
                                       default=str))
     print(f"\n{len(rows)} rows, {wall:.0f} s; wrote {a.out}")
     report(rows, variants)
+    if a.baseline:
+        report_vs(rows, json.loads(a.baseline.read_text())["rows"])
     return 0
 
 

@@ -126,9 +126,12 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
-                   USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr):
+                   USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
+                   EVEN_K: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
-    has checked starts inside the sequence (unless WARP_SPECIALIZE: see `hi`)."""
+    has checked starts inside the sequence (unless WARP_SPECIALIZE: see `hi`). EVEN_K: the key count is a multiple
+    of BLOCK_N (dense inputs, known at launch), so no key block is ragged and, without a causal mask, none is
+    masked."""
     if USE_TMA:
         k_desc = tl.make_tensor_descriptor(k_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
                                            block_shape=[BLOCK_N, BLOCK_D])
@@ -177,6 +180,8 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # That pass also takes no early return, so the callers do not skip a query block past the sequence's end
         # (varlen): it runs an empty key range here and its masked stores write nothing.
         hi = tl.where(start_m * BLOCK_M < seqlen_q, hi, 0)
+    # A block needs a mask if it crosses the causal diagonal or the sequence's end.
+    ANY_MASKED: tl.constexpr = IS_CAUSAL or not EVEN_K
     if SPLIT_MASK:
         # Whole blocks below the diagonal and inside the sequence need no mask; the rest (the diagonal band and
         # a ragged last block) go through the masked loop.
@@ -185,14 +190,16 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
                                         WARP_SPECIALIZE)
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, n_full, hi,
-                                        offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                        WARP_SPECIALIZE)
+        if ANY_MASKED:
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, n_full, hi,
+                                            offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
+                                            HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                            WARP_SPECIALIZE)
     else:
+        # One loop over every block (warp specialization takes no second loop), masking each one if any needs it.
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, ANY_MASKED, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
                                         WARP_SPECIALIZE)
 
     # Rows that saw no key have l = 0 and acc = 0: divide by 1 so they output 0 rather than 0/0.
@@ -217,7 +224,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
               SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr,
-              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
+              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, EVEN_K: tl.constexpr):
     """Grid (cdiv(max Sq, BLOCK_M), batch * Hq): one program per output tile."""
     if REVERSE_M:
         # Heavy tiles first: the hardware hands out blocks in launch order, and under a causal mask the last query
@@ -244,7 +251,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
-                   WARP_SPECIALIZE)
+                   WARP_SPECIALIZE, EVEN_K)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
@@ -256,7 +263,8 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
-                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr):
+                         RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
+                         EVEN_K: tl.constexpr):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
@@ -281,7 +289,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
-                           RETURN_LSE, WARP_SPECIALIZE)
+                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K)
 
 
 def _set_tma_allocator():
@@ -422,6 +430,8 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
         SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
         WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
+        # Dense keys in whole blocks: no block is ragged (one binary more per config, not one per length).
+        EVEN_K=not varlen and sk % config["BLOCK_N"] == 0,
         **launch_opts,
     )
     if config.get("PERSISTENT", False):

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Twenty-first run. Each PART is one device call of at most 10 minutes (several PARTs may share a call).
+#   PART=even (nvidia-h200) issue 7: dense keys in whole key blocks (EVEN_K, set at launch) drop the sequence-end
+#             mask, so a full mask masks no block, in particular in the one key loop that warp specialization
+#             needs. Same call, two builds: kernel_ab.py on run 20's bf16 winners of 24 cells (S 512, 1024, 4096,
+#             16384; D 64, 128, 256; full and causal) and warp-specialized and one-loop variants, first on a copy
+#             of the tree with EVEN_K forced off (the kernel as it was), then on the tree; the ratios printed by
+#             --baseline. Then the CUDA tests.
+#   PART=tests (nvidia-h200) the CUDA tests alone.
+#   PART=grid (nvidia-h200) issue 7's bf16 grid as in run 20 (GP, budget 24, cold cache, SDPA after the sweep).
+#   PART=grid16 the same on the fp16 grid.
+#   PART=llama (nvidia-h200) issue 7's Llama-3-8B prefill set (GQA 4:1, D 128, causal, varlen) tuned over the Hopper
+#             space (GP, budget 30, cold cache, 15 compile processes), SDPA after the sweep.
+# Run from the repository root of the commit (the device copies the working tree):
+#   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run21.sh
+# (carrying .gpu-bundle/devenv-py312.tar.xz and .gpu-bundle/pytest-site, pytest for the CUDA tests)
+RUN=run21 PART=${PART:-even}
+source docs/benchmarks/gpu_lib.sh
+
+cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the Hopper knobs, varlen and the workload
+  # checks, in two processes (a kernel fault is sticky for the CUDA context, and would fail every later test of one)
+  for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense) or whole_key_blocks" \
+             "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
+      -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
+    echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
+  done
+}
+
+ab() {  # ab TAG ROOT [--baseline JSON]: kernel_ab.py from the tree at ROOT
+  (cd "$2" && TRITON_CACHE_DIR=/tmp/triton-ab-$1 timeout 240 python3 docs/benchmarks/kernel_ab.py --short 0 \
+    --winners docs/benchmarks/h200/run20/grid-bf16_best_configs.json \
+    --variants ws4+m128+n64+s2,ws4+m128+n128+s2,ws4+m128+n64+s2+pers,tma+nosplit \
+    --out "/tmp/even/$1.json" --workers 15 "${@:3}" 2>&1 | tee "/tmp/even/$1.log" | grep -v "TFLOP/s" | tail -45)
+}
+
+case $PART in
+  even)
+    mkdir -p /tmp/even /tmp/old
+    cp -r raytune_attn docs /tmp/old/
+    sed -i 's/EVEN_K=not varlen and sk/EVEN_K=False and sk/' /tmp/old/raytune_attn/kernels/flash_attn.py
+    grep -c "EVEN_K=False and sk" /tmp/old/raytune_attn/kernels/flash_attn.py
+    ab masked_every_block /tmp/old
+    ab whole_key_blocks "$PWD" --baseline /tmp/even/masked_every_block.json
+    cuda_tests /tmp/even/cuda_tests.log
+    (cd /tmp && tar -czf "$OUT/${RUN}_even.tar.gz" even) ;;
+  tests)
+    cuda_tests "$OUT/cuda_tests.log" ;;
+  grid)
+    sweep grid-bf16 540 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+  grid16)
+    sweep grid-fp16 540 grid_fp16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+  llama)
+    sweep llama-sm90 540 llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 --compile-workers 15 ;;
+  *) echo "unknown PART=$PART"; exit 2 ;;
+esac
