@@ -12,7 +12,7 @@ import pytest
 
 from raytune_attn.config import default_config
 from raytune_attn.search import make_searcher
-from raytune_attn.search.gp import WARP_SPECIALIZED
+from raytune_attn.search.gp import warp_specialized
 from raytune_attn.search.landscape import load_landscape
 from raytune_attn.search.replay import run_searcher
 from raytune_attn.search.space import load_space
@@ -168,13 +168,16 @@ def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
 
 
 def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it():
-    # FlashAttention-3's layout as Triton's Hopper pass builds it (128 x 64, one warp group written, TMA, one key
-    # loop, 2 stages) shares no knob value with the D=256 start (64 x 32, 4 warps, no TMA, split loop): screened.
+    # FlashAttention-3's layout as Triton's Hopper pass builds it (128 rows, one warp group written, TMA, one key
+    # loop, 2 stages) shares no knob value with the D=256 start (64 x 32, 4 warps, no TMA, split loop): screened,
+    # with 64-key blocks at D=256 (128 overflow shared memory there) and 128 below.
     space = load_space("nvidia/sm90")
-    for d, s in ((256, 4096), (64, 512)):
+    for d, s, keys in ((256, 4096, 64), (128, 4096, 128), (64, 512, 128)):
         cfgs = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s).design_configs()
         ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
-        assert len(ws) == 1 and {k: ws[0][k] for k in WARP_SPECIALIZED} == WARP_SPECIALIZED
+        want = warp_specialized(d)
+        assert want["BLOCK_N"] == keys
+        assert len(ws) == 1 and {k: ws[0][k] for k in want} == want
         assert len(cfgs) == len(make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s,
                                               screen_warp_specialized=False).design_configs()) + 1
     study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add
