@@ -170,13 +170,14 @@ def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
 def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it():
     # FlashAttention-3's layout as Triton's Hopper pass builds it (128 rows, one warp group written, TMA, one key
     # loop, 2 stages) shares no knob value with the D=256 start (64 x 32, 4 warps, no TMA, split loop): screened,
-    # with 64-key blocks at D=256 (128 overflow shared memory there) and 128 below.
+    # with 64-key blocks on the plain grid at D=256 (more overflows shared memory there), 128 on the persistent one
+    # below.
     space = load_space("nvidia/sm90")
-    for d, s, keys in ((256, 4096, 64), (128, 4096, 128), (64, 512, 128)):
+    for d, s, keys, persistent in ((256, 4096, 64, False), (128, 4096, 128, True), (64, 512, 128, True)):
         cfgs = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s).design_configs()
         ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
         want = warp_specialized(d)
-        assert want["BLOCK_N"] == keys
+        assert (want["BLOCK_N"], want.get("PERSISTENT", False)) == (keys, persistent)
         assert len(ws) == 1 and {k: ws[0][k] for k in want} == want
         assert len(cfgs) == len(make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s,
                                               screen_warp_specialized=False).design_configs()) + 1

@@ -6,6 +6,10 @@ in the same sweep on the same GPU, one row per cell, and geometric means (all, a
 
 `--vs` adds an earlier sweep's tuned TFLOP/s of the same cells (a different machine of the same kind: a ratio across
 runs, not a same-run one). Tuned = the sweep's best after its final re-measure.
+
+Varlen problems (the Llama-3-8B prefill set) get their batch size and the best SDPA run of any backend and layout
+(which one is named); their flash column is SDPA flash on nested jagged tensors, their cuDNN column the faster of
+cuDNN on nested jagged tensors and on the padded batch (`raytune_attn.bench.VARLEN_LAYOUTS`).
 """
 
 from __future__ import annotations
@@ -35,12 +39,18 @@ def table(path: str) -> pd.DataFrame:
     for s in json.load(open(path))["searches"]:
         p = Problem.from_key(s["problem_key"])
         b = s.get("baselines", {})
+        best = max(b, key=b.get) if b else ""
         rows.append({"problem_key": p.key, "head_dim": p.head_dim, "causal": p.causal, "seqlen": p.seqlen_q,
-                     "dtype": p.dtype, "tuned": s["best_tflops"], "sdpa_flash": b.get("sdpa_flash", math.nan),
-                     "sdpa_cudnn": b.get("sdpa_cudnn", math.nan), "config": _short(s["best_config"])})
-    df = pd.DataFrame(rows).sort_values(["head_dim", "causal", "seqlen"]).reset_index(drop=True)
+                     "batch": p.batch, "varlen": p.varlen, "dtype": p.dtype, "tuned": s["best_tflops"],
+                     "sdpa_flash": b.get("sdpa_flash", b.get("sdpa_flash_njt", math.nan)),
+                     "sdpa_cudnn": b.get("sdpa_cudnn", max(b.get("sdpa_cudnn_njt", math.nan),
+                                                           b.get("sdpa_cudnn_padded", math.nan))),
+                     "best_sdpa": b.get(best, math.nan), "best_sdpa_name": best,
+                     "config": _short(s["best_config"])})
+    df = pd.DataFrame(rows).sort_values(["head_dim", "causal", "seqlen", "batch"]).reset_index(drop=True)
     df["x_flash"] = df.tuned / df.sdpa_flash
     df["x_cudnn"] = df.tuned / df.sdpa_cudnn
+    df["x_best_sdpa"] = df.tuned / df.best_sdpa
     return df
 
 
@@ -55,25 +65,36 @@ def main() -> None:
     ap.add_argument("--csv", help="write the table here")
     a = ap.parse_args()
     df = table(a.summary)
+    varlen = bool(df.varlen.any())
     cols = ["D", "mask", "S", "tuned", "SDPA flash", "cuDNN", "x flash", "x cuDNN", "config"]
+    if varlen:
+        cols[3:3] = ["B"]
+        cols[-1:-1] = ["best SDPA (which)", "x best SDPA"]
     if a.vs:
         old = table(a.vs).set_index("problem_key")
         df["earlier"] = df.problem_key.map(old.tuned)
         df["earlier_config"] = df.problem_key.map(old.config)
         df["x_earlier"] = df.tuned / df.earlier
-        cols[4:4] = ["earlier", "x earlier"]
+        after_tuned = cols.index("tuned") + 1
+        cols[after_tuned:after_tuned] = ["earlier", "x earlier"]
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in df.itertuples():
-        cells = [r.head_dim, "causal" if r.causal else "full", r.seqlen, f"{r.tuned:.1f}"]
+        cells = [r.head_dim, "causal" if r.causal else "full", r.seqlen, *([r.batch] if varlen else []),
+                 f"{r.tuned:.1f}"]
         if a.vs:
             cells += [f"{r.earlier:.1f}", f"{r.x_earlier:.2f}"]
-        cells += [f"{r.sdpa_flash:.1f}", f"{r.sdpa_cudnn:.1f}", f"{r.x_flash:.2f}", f"{r.x_cudnn:.2f}", r.config]
+        cells += [f"{r.sdpa_flash:.1f}", f"{r.sdpa_cudnn:.1f}", f"{r.x_flash:.2f}", f"{r.x_cudnn:.2f}"]
+        if varlen:
+            cells += [f"{r.best_sdpa:.1f} ({r.best_sdpa_name})", f"{r.x_best_sdpa:.2f}"]
+        cells += [r.config]
         print("| " + " | ".join(str(c) for c in cells) + " |")
     print()
     for name, g in [("all", df), *((f"D={d}", g) for d, g in df.groupby("head_dim"))]:
         line = (f"{name}: x flash geo {_geo(g.x_flash):.2f} (min {g.x_flash.min():.2f}, >= 1.3 on "
                 f"{(g.x_flash >= 1.3).sum()} of {len(g)}); x cuDNN geo {_geo(g.x_cudnn):.2f} "
                 f"(max {g.x_cudnn.max():.2f}, >= 0.9 on {(g.x_cudnn >= 0.9).sum()}, >= 1 on {(g.x_cudnn >= 1).sum()})")
+        if varlen:
+            line += f"; x best SDPA geo {_geo(g.x_best_sdpa):.2f} (min {g.x_best_sdpa.min():.2f})"
         if a.vs:
             line += f"; x earlier geo {_geo(g.x_earlier):.3f}"
         print(line)

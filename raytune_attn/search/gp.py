@@ -115,12 +115,13 @@ FEWER_WARPS_TMA = {"num_warps": -1, "USE_TMA": True}
 # four cells ("The short causal move").
 SHORT_CAUSAL_MOVE = {"BLOCK_M": -1, "num_stages": 1}
 # The warp-specialized layout (FlashAttention-3's): 128-row tiles written for one warp group, which Triton's Hopper
-# pass turns into a producer warp group issuing the TMA copies and two consumer groups of 64 rows; 2 stages; 64-key
-# blocks, 128 up to WIDE_KEYS_MAX_HEAD_DIM (at D=256 two stages of 128-key K and V blocks overflow shared memory).
-# It shares no knob value with the starts, so neither one-knob nor coupled steps reach it. Screened where the space
-# has it (Hopper). On the H200's bf16 grid, 128 x 64 ran 1.06-1.21x the tuned winners of all eight D=256 cells
-# (run 20); with whole key blocks unmasked (run 21), 128 x 128 ran 0.92 of the winners at D=128 (1.05-1.07x on the
-# full-mask cells from S=4096) and 0.70 at D=64, 128 x 64 0.87 and 0.64 ("The warp-specialized layout").
+# pass turns into a producer warp group issuing the TMA copies and two consumer groups of 64 rows; 2 stages. It shares
+# no knob value with the starts, so neither one-knob nor coupled steps reach it: screened where the space has it
+# (Hopper), in the form that measured best for the head dim. At D=256, 64-key blocks on the plain grid (128-key
+# blocks, or the persistent grid's extra buffers, overflow shared memory): 1.06-1.21x the tuned winners of all eight
+# D=256 cells of the H200's bf16 grid (run 20). Up to WIDE_KEYS_MAX_HEAD_DIM, 128-key blocks on the persistent grid:
+# with whole key blocks unmasked, the winners of five of six full-mask D=128 cells of run 21's bf16 grid, 1.06-1.28x
+# run 20's, and persistence is worth 1.1-1.4x up to S=2048 there ("The warp-specialized layout").
 WARP_SPECIALIZED = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2,
                     "maxnreg": 0, "BLOCK_M": 128, "BLOCK_N": 64}
 WIDE_KEYS_MAX_HEAD_DIM = 128
@@ -130,8 +131,10 @@ RUNNER_UPS = 3  # likely_next: configs after the pick a sweep compiles ahead (sp
 
 
 def warp_specialized(head_dim: int) -> dict:
-    """WARP_SPECIALIZED with the key block that measured best for this head dim."""
-    return {**WARP_SPECIALIZED, "BLOCK_N": 128 if head_dim <= WIDE_KEYS_MAX_HEAD_DIM else 64}
+    """WARP_SPECIALIZED with the key block and grid that measured best for this head dim."""
+    if head_dim <= WIDE_KEYS_MAX_HEAD_DIM:
+        return {**WARP_SPECIALIZED, "BLOCK_N": 128, "PERSISTENT": True}
+    return dict(WARP_SPECIALIZED)
 
 
 class GPSearcher(DiscreteSearcher):
