@@ -14,6 +14,8 @@
 #   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
 #                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD);
 #   tune_phases NAME                     where sweep NAME's time went, from its summary;
+#   cuda_tests LOG                       the CUDA tests of warp specialization, whole key blocks, the Hopper knobs,
+#                                        varlen and the workload checks, appended to LOG;
 #   landscape NAME TIMEOUT KEY...        every config of docs/benchmarks/NAME_space.yaml timed on each problem KEY
 #                                        (raytune_attn.exhaustive, cold cache, 15 compile processes, 20 ms of runs),
 #                                        written to $OUT/NAME_landscape.parquet.
@@ -79,4 +81,14 @@ landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/
     --space "docs/benchmarks/${name}_space.yaml" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
     --workers 15 $(printf -- '--problem %s ' "$@") 2>&1 | tee "$OUT/${name}_landscape.log" | grep '^{' | cut -c1-400
   echo "exhaustive rc=${PIPESTATUS[0]}"
+}
+
+cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the Hopper knobs, varlen and the workload
+  # checks, in two processes (a kernel fault is sticky for the CUDA context, and would fail every later test of one)
+  for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense) or whole_key_blocks" \
+             "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
+      -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
+    echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
+  done
 }

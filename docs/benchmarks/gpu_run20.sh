@@ -21,16 +21,6 @@
 RUN=run20 PART=${PART:-ws}
 source docs/benchmarks/gpu_lib.sh
 
-cuda_tests() {  # cuda_tests LOG: warp specialization, the Hopper knobs, varlen and the workload checks, in two
-  # processes (a kernel fault is sticky for the CUDA context, and would fail every later test of one)
-  for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense)" \
-             "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
-    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
-      -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
-    echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
-  done
-}
-
 case $PART in
   ws)
     mkdir -p /tmp/ws

@@ -19,16 +19,6 @@
 RUN=run21 PART=${PART:-even}
 source docs/benchmarks/gpu_lib.sh
 
-cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the Hopper knobs, varlen and the workload
-  # checks, in two processes (a kernel fault is sticky for the CUDA context, and would fail every later test of one)
-  for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense) or whole_key_blocks" \
-             "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
-    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
-      -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
-    echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
-  done
-}
-
 ab() {  # ab TAG ROOT [--baseline JSON]: kernel_ab.py from the tree at ROOT
   (cd "$2" && TRITON_CACHE_DIR=/tmp/triton-ab-$1 timeout 240 python3 docs/benchmarks/kernel_ab.py --short 0 \
     --winners docs/benchmarks/h200/run20/grid-bf16_best_configs.json \
