@@ -14,6 +14,8 @@
 #   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
 #                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD);
 #   tune_phases NAME                     where sweep NAME's time went, from its summary;
+#   issue7_grid DTYPE                    issue 7's grid sweep of DTYPE (bf16 or fp16) as runs 20-21 ran it (GP, budget 24,
+#                                        cold cache, 15 compile processes, SDPA after the sweep);
 #   cuda_tests LOG                       the CUDA tests of warp specialization, whole key blocks, the Hopper knobs,
 #                                        varlen and the workload checks, appended to LOG;
 #   landscape NAME TIMEOUT KEY...        every config of docs/benchmarks/NAME_space.yaml timed on each problem KEY
@@ -91,4 +93,7 @@ cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the Hop
       -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
     echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
   done
+}
+issue7_grid() {  # issue7_grid DTYPE
+  sweep "grid-$1" 540 "grid_$1" --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15
 }

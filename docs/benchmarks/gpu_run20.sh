@@ -34,6 +34,6 @@ case $PART in
   tests)
     cuda_tests "$OUT/cuda_tests.log" ;;
   grid)
-    sweep grid-bf16 540 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+    issue7_grid bf16 ;;
   *) echo "unknown PART=$PART"; exit 2 ;;
 esac

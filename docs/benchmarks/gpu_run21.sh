@@ -39,9 +39,9 @@ case $PART in
   tests)
     cuda_tests "$OUT/cuda_tests.log" ;;
   grid)
-    sweep grid-bf16 540 grid_bf16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+    issue7_grid bf16 ;;
   grid16)
-    sweep grid-fp16 540 grid_fp16 --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
+    issue7_grid fp16 ;;
   llama)
     sweep llama-sm90 450 llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 --compile-workers 15 ;;
   *) echo "unknown PART=$PART"; exit 2 ;;
