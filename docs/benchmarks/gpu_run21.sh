@@ -9,6 +9,9 @@
 #   PART=tests (nvidia-h200) the CUDA tests alone.
 #   PART=grid (nvidia-h200) issue 7's bf16 grid as in run 20 (GP, budget 24, cold cache, SDPA after the sweep).
 #   PART=grid16 the same on the fp16 grid.
+#   PART=screen (nvidia-h200) the fp16 grid's D=128 cells again (as grid16, 200 s limit), with the GP screening the
+#             warp-specialized layout on the persistent grid (128x128): call 3's search reached that form only from
+#             S=2048 on.
 #   PART=llama (nvidia-h200) issue 7's Llama-3-8B prefill set (GQA 4:1, D 128, causal, varlen) tuned over the Hopper
 #             space (GP, budget 30, cold cache, 15 compile processes), SDPA after the sweep.
 # Calls: 1 PART=even at b4720de; 2 grid, 3 grid16 and 4 llama at 650c996 (call 4 with the 450 s limit now below; the
@@ -42,6 +45,9 @@ case $PART in
     issue7_grid bf16 ;;
   grid16)
     issue7_grid fp16 ;;
+  screen)
+    head_dim_cells grid_fp16 128
+    sweep grid-fp16-d128 200 /tmp/grid_fp16_d128.yaml --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15 ;;
   llama)
     sweep llama-sm90 450 llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 --compile-workers 15 ;;
   *) echo "unknown PART=$PART"; exit 2 ;;
