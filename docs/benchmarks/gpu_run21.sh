@@ -11,7 +11,7 @@
 #   PART=grid16 the same on the fp16 grid.
 #   PART=screen (nvidia-h200) the fp16 grid's D=128 cells again (as grid16, 200 s limit), with the GP screening the
 #             warp-specialized layout on the persistent grid (128x128): call 3's search reached that form only from
-#             S=2048 on.
+#             S=2048 on. Not run yet: no machine was lent when it was written.
 #   PART=llama (nvidia-h200) issue 7's Llama-3-8B prefill set (GQA 4:1, D 128, causal, varlen) tuned over the Hopper
 #             space (GP, budget 30, cold cache, 15 compile processes), SDPA after the sweep.
 # Calls: 1 PART=even at b4720de; 2 grid, 3 grid16 and 4 llama at 650c996 (call 4 with the 450 s limit now below; the
