@@ -25,7 +25,7 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   loads, each the move from a default to recorded bests that one-knob steps towards them missed; and for causal
   problems whose diagonal blocks waste an eighth of the work or more (`screen_short_causal`, given `causal` and
   `seqlen_q`), SHORT_CAUSAL_MOVE: half the rows, 16 rows a warp, one stage more; and (`screen_warp_specialized`)
-  WARP_SPECIALIZED, FlashAttention-3's warp-specialized layout, where the space has it.
+  FlashAttention-3's warp-specialized layout in its form for the head dim (`warp_specialized`), where the space has it.
   Latin-hypercube points in the encoded coordinates, each snapped to the nearest free candidate, make up
   `n_initial` configs when that is fewer (or when the space lacks the default). Seeded, so deterministic.
 * Concurrency: configs in flight are added to the GP as "constant liar" observations (the mean of the observed
