@@ -38,13 +38,14 @@ def table(path: str) -> pd.DataFrame:
     rows = []
     for s in json.load(open(path))["searches"]:
         p = Problem.from_key(s["problem_key"])
-        b = s.get("baselines", {})
+        # A backend that failed on a problem has no number (or None): left out.
+        b = {k: v for k, v in s.get("baselines", {}).items() if isinstance(v, (int, float)) and not math.isnan(v)}
         best = max(b, key=b.get) if b else ""
         rows.append({"problem_key": p.key, "head_dim": p.head_dim, "causal": p.causal, "seqlen": p.seqlen_q,
                      "batch": p.batch, "varlen": p.varlen, "dtype": p.dtype, "tuned": s["best_tflops"],
                      "sdpa_flash": b.get("sdpa_flash", b.get("sdpa_flash_njt", math.nan)),
-                     "sdpa_cudnn": b.get("sdpa_cudnn", max(b.get("sdpa_cudnn_njt", math.nan),
-                                                           b.get("sdpa_cudnn_padded", math.nan))),
+                     "sdpa_cudnn": b.get("sdpa_cudnn", max((b[k] for k in ("sdpa_cudnn_njt", "sdpa_cudnn_padded")
+                                                            if k in b), default=math.nan)),
                      "best_sdpa": b.get(best, math.nan), "best_sdpa_name": best,
                      "config": _short(s["best_config"])})
     df = pd.DataFrame(rows).sort_values(["head_dim", "causal", "seqlen", "batch"]).reset_index(drop=True)
