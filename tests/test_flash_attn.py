@@ -199,7 +199,6 @@ def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, varlen)
         _check_dense((2, 4, 2, 333, 333, 64), causal, DTYPES[-1], cfg)
 
 
-
 # Dense keys in whole key blocks: the kernel then drops the sequence-end mask (a full mask masks no block at all, a
 # causal one only its diagonal band), in the split loops, the one masked loop and under warp specialization; with
 # ragged query counts, fewer and more queries than keys.

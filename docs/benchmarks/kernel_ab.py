@@ -206,6 +206,14 @@ def report_vs(rows: list[dict], base: list[dict]) -> None:
               f"{max(ratios):6.3f}")
 
 
+def _rows(path, flag: str) -> list[dict]:
+    """The rows of an earlier run's output; ValueError naming the flag when the file is not one."""
+    try:
+        return json.loads(Path(path).read_text())["rows"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{flag} {path}: not this script's output ({type(e).__name__}: {e})") from None
+
+
 def _int_list(allowed=None):
     """An argparse type: comma-separated positive integers (from `allowed` when given)."""
     def parse(text: str) -> list[int]:
@@ -244,16 +252,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", metavar="JSON", type=Path,
                     help="an earlier run's output (another kernel build, same cells and configs): print the ratios")
     a = ap.parse_args(argv)
+    try:
+        # Read before anything is measured: a wrong --baseline fails here, not after the GPU run.
+        base = _rows(a.baseline, "--baseline") if a.baseline else None
+        if a.summarize:
+            rows = _rows(a.summarize, "--summarize")
+    except ValueError as e:
+        print(e, file=sys.stderr)
+        return 2
     if a.summarize:
-        try:
-            rows = json.loads(Path(a.summarize).read_text())["rows"]
-        except (OSError, ValueError, KeyError, TypeError) as e:
-            print(f"--summarize {a.summarize}: not this script's output ({type(e).__name__}: {e})", file=sys.stderr)
-            return 2
         names = dict.fromkeys(r["name"][len("winner+"):] for r in rows if r["name"].startswith("winner+"))
         report(rows, list(names))
-        if a.baseline:
-            report_vs(rows, json.loads(a.baseline.read_text())["rows"])
+        if base is not None:
+            report_vs(rows, base)
         return 0
     try:
         won = winners(a.winners)
@@ -298,8 +309,8 @@ def main(argv: list[str] | None = None) -> int:
                                       default=str))
     print(f"\n{len(rows)} rows, {wall:.0f} s; wrote {a.out}")
     report(rows, variants)
-    if a.baseline:
-        report_vs(rows, json.loads(a.baseline.read_text())["rows"])
+    if base is not None:
+        report_vs(rows, base)
     return 0
 
 
