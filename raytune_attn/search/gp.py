@@ -121,7 +121,7 @@ SHORT_CAUSAL_MOVE = {"BLOCK_M": -1, "num_stages": 1}
 # blocks, or the persistent grid's extra buffers, overflow shared memory): 1.06-1.21x the tuned winners of all eight
 # D=256 cells of the H200's bf16 grid (run 20). Up to WIDE_KEYS_MAX_HEAD_DIM, 128-key blocks on the persistent grid:
 # with whole key blocks unmasked, the winners of five of six full-mask D=128 cells of run 21's bf16 grid, 1.06-1.28x
-# run 20's, and persistence is worth 1.1-1.4x up to S=2048 there ("The warp-specialized layout").
+# run 20's (across runs), and persistence is worth 1.1-1.4x up to S=2048 there ("The warp-specialized layout").
 WARP_SPECIALIZED = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2,
                     "maxnreg": 0, "BLOCK_M": 128, "BLOCK_N": 64}
 WIDE_KEYS_MAX_HEAD_DIM = 128
