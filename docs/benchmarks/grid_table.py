@@ -55,6 +55,13 @@ def table(path: str) -> pd.DataFrame:
     return df
 
 
+def _table_or_exit(path: str) -> pd.DataFrame:
+    try:
+        return table(path)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"{path}: not a sweep's summary.json ({type(e).__name__}: {e})") from None
+
+
 def _geo(x: pd.Series) -> float:
     return float(math.exp(x.map(math.log).mean()))
 
@@ -65,14 +72,14 @@ def main() -> None:
     ap.add_argument("--vs", help="an earlier sweep's summary.json over the same cells")
     ap.add_argument("--csv", help="write the table here")
     a = ap.parse_args()
-    df = table(a.summary)
+    df = _table_or_exit(a.summary)
+    old = _table_or_exit(a.vs).set_index("problem_key") if a.vs else None
     varlen = bool(df.varlen.any())
     cols = ["D", "mask", "S", "tuned", "SDPA flash", "cuDNN", "x flash", "x cuDNN", "config"]
     if varlen:
         cols[3:3] = ["B"]
         cols[-1:-1] = ["best SDPA (which)", "x best SDPA"]
     if a.vs:
-        old = table(a.vs).set_index("problem_key")
         df["earlier"] = df.problem_key.map(old.tuned)
         df["earlier_config"] = df.problem_key.map(old.config)
         df["x_earlier"] = df.tuned / df.earlier
