@@ -95,9 +95,17 @@ def test_default_config_each_head_dim(dtype):
         _check_dense((1, 2, 2, 33, 33, d), True, dtype, {})
 
 
-@pytest.mark.parametrize("scale", [0.05, 1.0])
-def test_softmax_scale(scale):
-    _check_dense((1, 2, 2, 33, 47, 64), False, DTYPES[0], {"BLOCK_M": 32, "BLOCK_N": 16}, scale=scale)
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("scale", [0.05, 1.0, 3.0])
+def test_softmax_scale(scale, causal):
+    _check_dense((1, 2, 2, 33, 47, 64), causal, DTYPES[0], {"BLOCK_M": 32, "BLOCK_N": 16}, scale=scale)
+
+
+@pytest.mark.parametrize("scale", [0.0, -0.125, float("inf"), float("nan"), "0.1"])
+def test_softmax_scale_must_be_positive(scale):
+    q = _rand(1, 1, 16, 32, dtype=DTYPES[0])
+    with pytest.raises(ValueError, match="softmax_scale must be a positive finite number"):
+        flash_attn_fwd(q, q, q, validate_config({"BLOCK_M": 16, "BLOCK_N": 16}, head_dim=32), softmax_scale=scale)
 
 
 def test_amd_knobs_pass_through():
@@ -213,6 +221,7 @@ def test_whole_key_blocks(knobs, causal, fewer_queries):
     sq = sk - tiles["BLOCK_N"] - 3 if fewer_queries else sk + tiles["BLOCK_M"] + 5
     cfg = {**tiles, "num_warps": 4, "num_stages": 2, **knobs}
     _check_dense((2, 4, 2, sq, sk, 64), causal, DTYPES[-1], cfg)
+
 
 def test_unsupported_knobs_raise_invalid_config(monkeypatch):
     from raytune_attn.config import InvalidConfig

@@ -16,8 +16,8 @@
 #   tune_phases NAME                     where sweep NAME's time went, from its summary;
 #   issue7_grid DTYPE                    issue 7's grid sweep of DTYPE (bf16 or fp16) as runs 20-21 ran it (GP, budget 24,
 #                                        cold cache, 15 compile processes, SDPA after the sweep);
-#   cuda_tests LOG                       the CUDA tests of warp specialization, whole key blocks, the Hopper knobs,
-#                                        varlen and the workload checks, appended to LOG;
+#   cuda_tests LOG                       the CUDA tests of warp specialization, whole key blocks, the softmax
+#                                        scale, the Hopper knobs, varlen and the workload checks, appended to LOG;
 #   landscape NAME TIMEOUT KEY...        every config of docs/benchmarks/NAME_space.yaml timed on each problem KEY
 #                                        (raytune_attn.exhaustive, cold cache, 15 compile processes, 20 ms of runs),
 #                                        written to $OUT/NAME_landscape.parquet.
@@ -85,9 +85,11 @@ landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/
   echo "exhaustive rc=${PIPESTATUS[0]}"
 }
 
-cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the Hopper knobs, varlen and the workload
-  # checks, in two processes (a kernel fault is sticky for the CUDA context, and would fail every later test of one)
-  for sel in "workload or (hopper_knobs and dense) or (warp_specialized and dense) or whole_key_blocks" \
+cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the softmax scale, the Hopper knobs, varlen
+  # and the workload checks, in two processes (a kernel fault is sticky for the CUDA context, and would fail every
+  # later test of one)
+  local dense="workload or (hopper_knobs and dense) or (warp_specialized and dense) or whole_key_blocks"
+  for sel in "$dense or softmax_scale" \
              "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
     PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
       -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1

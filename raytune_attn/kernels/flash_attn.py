@@ -14,6 +14,7 @@ key j iff j <= i + (Sk - Sq). A row with no key to attend (i + Sk - Sq < 0) outp
 from __future__ import annotations
 
 import inspect
+import numbers
 import subprocess
 
 import torch
@@ -56,10 +57,10 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, of
                     stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                     MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, USE_TMA: tl.constexpr,
-                    WARP_SPECIALIZE: tl.constexpr):
-    """Fold key blocks [lo, hi) into the running (acc, l, m). MASKED blocks apply the causal and sequence-end
-    masks; unmasked blocks are known to be fully visible to every row of the tile, which saves the compare,
-    the select and the -inf guards in the hot loop.
+                    WARP_SPECIALIZE: tl.constexpr, EVEN_K: tl.constexpr):
+    """Fold key blocks [lo, hi) into the running (acc, l, m). MASKED blocks apply the causal mask and (unless
+    EVEN_K: no block runs past the keys) the sequence-end mask; unmasked blocks are known to be fully visible to
+    every row of the tile, which saves the compare, the select and the -inf guards in the hot loop.
 
     WARP_SPECIALIZE asks Triton to split the loop into producer (loads) and consumer (MMA + softmax) warp groups;
     with it off the loop is the plain `range` one (tl.range sets no attribute for a false flag: same IR)."""
@@ -73,15 +74,22 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, of
         qk = tl.dot(q, tl.trans(k))
         if MASKED:
             cols = start_n + offs_n
-            visible = cols[None, :] < seqlen_k
             if IS_CAUSAL:
-                visible = visible & (cols[None, :] <= offs_m[:, None] + diag)
-            qk = tl.where(visible, qk * qk_scale, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1))
+                # The row's horizon is added per row, so each score costs one compare.
+                visible = cols[None, :] <= (offs_m + diag)[:, None]
+                if not EVEN_K:
+                    visible = visible & (cols[None, :] < seqlen_k)
+            else:
+                visible = cols[None, :] < seqlen_k
+            # Masking the raw score, before the scale, leaves the scale to the same fused multiply-add as in the
+            # unmasked step: qk_scale > 0 (the launcher checks), so -inf * qk_scale = -inf and the row max of the
+            # scaled scores is the scaled row max.
+            qk = tl.where(visible, qk, float("-inf"))
+            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             # A row that has seen no visible key yet keeps m = -inf; subtracting -inf from -inf would give NaN,
             # so subtract 0 instead: exp2(-inf - 0) = 0 leaves that row's acc and l at zero, as they should be.
             m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
-            p = tl.math.exp2(qk - m_sub[:, None])
+            p = tl.math.exp2(qk * qk_scale - m_sub[:, None])
             alpha = tl.math.exp2(m_i - m_sub)
         else:
             m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
@@ -189,18 +197,18 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                        WARP_SPECIALIZE)
+                                        WARP_SPECIALIZE, EVEN_K)
         if ANY_MASKED:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, n_full, hi,
                                             offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                             HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                            WARP_SPECIALIZE)
+                                            WARP_SPECIALIZE, EVEN_K)
     else:
         # One loop over every block (warp specialization takes no second loop), masking each one if any needs it.
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, ANY_MASKED, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                        WARP_SPECIALIZE)
+                                        WARP_SPECIALIZE, EVEN_K)
 
     # Rows that saw no key have l = 0 and acc = 0: divide by 1 so they output 0 rather than 0/0.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
@@ -383,6 +391,10 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     head_dim = q.shape[-1]
     block_d = max(16, triton.next_power_of_2(head_dim))
     scale = softmax_scale if softmax_scale is not None else head_dim**-0.5
+    # The kernel takes each row's max of the raw scores and scales it: that is the max of the scaled scores only
+    # for a positive scale (as in flash-attention's kernels).
+    if not (isinstance(scale, numbers.Real) and 0 < scale < float("inf")):
+        raise ValueError(f"softmax_scale must be a positive finite number, got {softmax_scale!r}")
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
 

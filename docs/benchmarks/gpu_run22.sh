@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Twenty-second run. Each PART is one device call of at most 10 minutes.
+#   PART=mask (nvidia-h200) issue 7: the masked step masks the raw score and leaves the scale to the fused
+#             multiply-add of the unmasked step, and drops the sequence-end compare under EVEN_K, so a causal block
+#             costs one compare and one select a score more than an unmasked one (was two compares, an and, two
+#             selects, a multiply and a subtract). Same call, two builds: kernel_ab.py on run 21's bf16 winners of
+#             the causal cells (S 512, 1024, 4096, 16384; D 64, 128, 256), warp-specialized and one-loop variants
+#             and the short-sequence configs, first on a copy of the tree with the kernel of 05997e6 (the step as
+#             it was), then on the tree; the ratios printed by --baseline. Then the CUDA tests.
+#   PART=grid (nvidia-h200) issue 7's bf16 grid as in runs 20-21 (GP, budget 24, cold cache, SDPA after the sweep).
+#   PART=grid16 the same on the fp16 grid.
+# Run from the repository root of the commit (the device copies the working tree), with the old kernel beside it:
+#   mkdir -p .gpu-bundle/ab-base && git show 05997e6:raytune_attn/kernels/flash_attn.py \
+#     > .gpu-bundle/ab-base/flash_attn.py
+#   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run22.sh
+# (carrying .gpu-bundle/devenv-py312.tar.xz, .gpu-bundle/pytest-site (pytest for the CUDA tests) and
+# .gpu-bundle/ab-base)
+RUN=run22 PART=${PART:-mask}
+source docs/benchmarks/gpu_lib.sh
+
+ab() {  # ab TAG ROOT [--baseline JSON]: kernel_ab.py from the tree at ROOT
+  (cd "$2" && TRITON_CACHE_DIR=/tmp/triton-ab-$1 timeout 240 python3 docs/benchmarks/kernel_ab.py --short 1024 \
+    --masks causal --winners docs/benchmarks/h200/run21/grid-bf16_best_configs.json \
+    --variants ws4+m128+n128+s2+pers,ws4+m128+n128+s2+pers+rev,ws4+m128+n128+s2,ws4+m128+n64+s2,tma+nosplit \
+    --out "$OUT/mask/$1.json" --workers 15 "${@:3}" 2>&1 | tee "$OUT/mask/$1.log" | grep -v "TFLOP/s" | tail -45)
+}
+
+case $PART in
+  mask)
+    mkdir -p "$OUT/mask" /tmp/old
+    cp -r raytune_attn docs /tmp/old/
+    cp .gpu-bundle/ab-base/flash_attn.py /tmp/old/raytune_attn/kernels/flash_attn.py
+    grep -c "qk = tl.where(visible, qk \* qk_scale" /tmp/old/raytune_attn/kernels/flash_attn.py
+    ab scale_after_mask /tmp/old
+    ab mask_raw_scores "$PWD" --baseline "$OUT/mask/scale_after_mask.json"
+    cuda_tests "$OUT/mask/cuda_tests.log" ;;
+  tests)
+    cuda_tests "$OUT/cuda_tests.log" ;;
+  grid)
+    issue7_grid bf16 ;;
+  grid16)
+    issue7_grid fp16 ;;
+  *) echo "unknown PART=$PART"; exit 2 ;;
+esac
