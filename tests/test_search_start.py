@@ -87,6 +87,13 @@ def _design_tiles(space, **kw) -> list[tuple]:
     return [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"], c["USE_TMA"]) for c in design]
 
 
+def _added_by(space, switch: str, **problem) -> int:
+    """How many configs the design screens with `switch` on beyond those it screens with it off."""
+    def size(**kw) -> int:
+        return len(make_searcher("gp", space, seed=0, **problem, **kw).design_configs())
+    return size() - size(**{switch: False})
+
+
 def _evals_to_98(land, budget: int, **kw) -> int:
     """Evaluations to 98% of the landscape's best, the worse of seeds 0 and 1 (budget + 1: not reached)."""
     runs = [run_searcher(make_searcher("gp", land.space, seed=s, **kw), land, budget) for s in range(2)]
@@ -117,15 +124,26 @@ def test_scale_screening_reaches_the_d256_best_in_budget(key):
     assert _evals_to_98(land, 24, screen_scale=False, **problem) > 18
 
 
-def test_the_screening_takes_fewer_warps_with_tma_loads():
+@pytest.mark.parametrize("switch, head_dim, start, moved", [
+    # Half the warps with TMA loads, from the D=128 start (8 warps, no TMA).
+    ("screen_tma", 128, (128, 64, 8, 2, False), (128, 64, 4, 2, True)),
+    # Twice the warps and one stage more, from the D=64 start (4 warps: 32 rows a warp, 2 stages).
+    ("screen_more_warps", 64, (128, 64, 4, 2, False), (128, 64, 8, 3, False)),
+])
+def test_the_screening_takes_the_named_move_of_the_start(switch, head_dim, start, moved):
     space = load_space("nvidia/sm90")
-    problem = {"head_dim": 128, "seqlen_q": 4096, "seqlen_k": 4096}
+    problem = {"head_dim": head_dim, "seqlen_q": 4096, "seqlen_k": 4096}
     tiles = _design_tiles(space, **problem)
-    assert tiles[0] == (128, 64, 8, 2, False) and (128, 64, 4, 2, True) in tiles
-    assert len(tiles) == len(_design_tiles(space, screen_tma=False, **problem)) + 1
-    study = load_space("nvidia/sm90_study")  # no USE_TMA knob: nothing to add
-    assert len(make_searcher("gp", study, seed=0, head_dim=128).design_configs()) == len(
-        make_searcher("gp", study, seed=0, head_dim=128, screen_tma=False).design_configs())
+    assert tiles[0] == start and moved in tiles
+    assert _added_by(space, switch, **problem) == 1
+
+
+def test_the_named_moves_are_left_out_where_they_do_not_apply():
+    # No USE_TMA knob in the study space; the D=128 start has 8 warps already (16 rows a warp) and the D=256 one 64
+    # rows with 4 warps (16 a warp).
+    assert _added_by(load_space("nvidia/sm90_study"), "screen_tma", head_dim=128) == 0
+    space = load_space("nvidia/sm90")
+    assert [_added_by(space, "screen_more_warps", head_dim=d) for d in (128, 256)] == [0, 0]
 
 
 def test_fewer_warps_with_tma_reaches_the_d128_best_in_budget():
@@ -148,9 +166,18 @@ def test_the_screening_takes_the_short_causal_move_where_the_diagonal_wastes_an_
         for s in (512, 1024):
             tiles = _design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=True)
             assert tiles[0] == start and (64, 64, 4, 3, False) in tiles
+            # Heavy-first where the space has the knob (sm90); the start and its other moves keep their order.
+            design = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s,
+                                   causal=True).design_configs()
+            moved = [c for c in design
+                     if (c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) == (64, 64, 4, 3)]
+            assert [c["REVERSE_M"] for c in moved] == [True] and not design[0]["REVERSE_M"]
             assert len(tiles) == len(_design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=True,
                                                    screen_short_causal=False)) + 1
         # Not when the waste is under 1/8 (2048 tokens), nor without a causal mask.
+        study = load_space("nvidia/sm90_study")  # no REVERSE_M knob: the move as it was
+        assert (64, 64, 4, 4) in [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) for c in make_searcher(
+            "gp", study, seed=0, head_dim=d, seqlen_q=512, seqlen_k=512, causal=True).design_configs()]
         for s, causal in ((2048, True), (512, False)):
             assert len(_design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal)) == len(
                 _design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal, screen_short_causal=False))
@@ -184,3 +211,12 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
     study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add
     assert len(make_searcher("gp", study, seed=0, head_dim=256).design_configs()) == len(
         make_searcher("gp", study, seed=0, head_dim=256, screen_warp_specialized=False).design_configs())
+
+
+def test_more_warps_deeper_reaches_the_d64_best_in_budget():
+    # H200, 76 configs: the best of D=64 full S=4096 (128 x 64, 8 warps, 3 stages) is two knobs from the start
+    # (4 warps, 2 stages), whose one-knob steps measured 0.87 (8 warps) and 0.93 (3 stages) of it.
+    land = load_landscape(W16, select={"problem_key": "dense-b4-hq32-hkv32-sq4096-sk4096-d64-full-bfloat16"})
+    problem = {"head_dim": 64, "seqlen_q": 4096, "seqlen_k": 4096}
+    assert _evals_to_98(land, 24, **problem) <= 12
+    assert _evals_to_98(land, 24, screen_more_warps=False, **problem) > 18

@@ -4,6 +4,9 @@ in the same sweep on the same GPU, one row per cell, and geometric means (all, a
     cd docs/benchmarks && python grid_table.py h200/run13/grid-bf16_summary.json \
         --vs h200/run10/call3_grid-bf16_summary.json --csv h200/run13/grid-bf16_vs_sdpa.csv
 
+Several summaries make one table: a later sweep's cells replace an earlier one's (a `sweep` column names each row's).
+Each row, and so each ratio to SDPA, stays one sweep's; only the geometric means mix sweeps.
+
 `--vs` adds an earlier sweep's tuned TFLOP/s of the same cells (a different machine of the same kind: a ratio across
 runs, not a same-run one). Tuned = the sweep's best after its final re-measure.
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from pathlib import Path
 
 import pandas as pd
 
@@ -62,17 +66,26 @@ def _table_or_exit(path: str) -> pd.DataFrame:
         raise SystemExit(f"{path}: not a sweep's summary.json ({type(e).__name__}: {e})") from None
 
 
+def _merged(paths: list[str]) -> pd.DataFrame:
+    """The cells of all `paths`, a later summary's row replacing an earlier one's of the same problem."""
+    parts = [_table_or_exit(p).assign(sweep=Path(p).name.removesuffix("_summary.json")) for p in paths]
+    df = pd.concat(parts).drop_duplicates("problem_key", keep="last")
+    return df.sort_values(["head_dim", "causal", "seqlen", "batch"]).reset_index(drop=True)
+
+
 def _geo(x: pd.Series) -> float:
     return float(math.exp(x.map(math.log).mean()))
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("summary")
+    ap.add_argument("summary", nargs="+", help="a sweep's summary.json; with several, a later one's cells replace "
+                    "an earlier one's")
     ap.add_argument("--vs", help="an earlier sweep's summary.json over the same cells")
     ap.add_argument("--csv", help="write the table here")
     a = ap.parse_args()
-    df = _table_or_exit(a.summary)
+    df = _merged(a.summary)
+    several = len(a.summary) > 1
     old = _table_or_exit(a.vs).set_index("problem_key") if a.vs else None
     varlen = bool(df.varlen.any())
     cols = ["D", "mask", "S", "tuned", "SDPA flash", "cuDNN", "x flash", "x cuDNN", "config"]
@@ -85,6 +98,8 @@ def main() -> None:
         df["x_earlier"] = df.tuned / df.earlier
         after_tuned = cols.index("tuned") + 1
         cols[after_tuned:after_tuned] = ["earlier", "x earlier"]
+    if several:
+        cols.append("sweep")
     print("| " + " | ".join(cols) + " |\n|" + "---|" * len(cols))
     for r in df.itertuples():
         cells = [r.head_dim, "causal" if r.causal else "full", r.seqlen, *([r.batch] if varlen else []),
@@ -94,7 +109,7 @@ def main() -> None:
         cells += [f"{r.sdpa_flash:.1f}", f"{r.sdpa_cudnn:.1f}", f"{r.x_flash:.2f}", f"{r.x_cudnn:.2f}"]
         if varlen:
             cells += [f"{r.best_sdpa:.1f} ({r.best_sdpa_name})", f"{r.x_best_sdpa:.2f}"]
-        cells += [r.config]
+        cells += [r.config, *([r.sweep] if several else [])]
         print("| " + " | ".join(str(c) for c in cells) + " |")
     print()
     for name, g in [("all", df), *((f"D={d}", g) for d, g in df.groupby("head_dim"))]:

@@ -48,7 +48,7 @@ VARIANTS = {"tma": {"USE_TMA": True}, "rev": {"REVERSE_M": True}, "pers": {"PERS
             # and splits the tile's rows over two consumers), every load through a descriptor, one key loop.
             "ws4": {"WARP_SPECIALIZE": True, "num_warps": 4, "USE_TMA": True, "SPLIT_MASK": False, "maxnreg": 0},
             "m64": {"BLOCK_M": 64}, "m128": {"BLOCK_M": 128}, "m256": {"BLOCK_M": 256}, "n32": {"BLOCK_N": 32},
-            "n64": {"BLOCK_N": 64}, "s2": {"num_stages": 2}}
+            "n64": {"BLOCK_N": 64}, "s2": {"num_stages": 2}, "w8": {"num_warps": 8}, "s4": {"num_stages": 4}}
 TOKENS, WIDTH = 16384, 2048
 
 # Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more
@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--short", type=int, default=1024, help="add the SHORT configs up to this sequence length")
     ap.add_argument("--dims", type=_int_list(SHORT), default=[64, 128, 256], help="head dims, comma-separated")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float16"),
-                    help="run 13's winners are bf16's: with float16 only the SHORT configs and SDPA run")
+                    help="the dtype of the cells (a float16 cell has a winner only in a float16 --winners artifact)")
     ap.add_argument("--masks", default="full,causal", choices=("full,causal", "full", "causal"), metavar="MASKS",
                     help="full,causal (default), full or causal: the masks of each head dim and sequence length")
     ap.add_argument("--winners", type=Path, default=WINNERS,

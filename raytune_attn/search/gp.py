@@ -25,7 +25,9 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   loads, each the move from a default to recorded bests that one-knob steps towards them missed; and for causal
   problems whose diagonal blocks waste an eighth of the work or more (`screen_short_causal`, given `causal` and
   `seqlen_q`), SHORT_CAUSAL_MOVE: half the rows, 16 rows a warp, one stage more; and (`screen_warp_specialized`)
-  FlashAttention-3's warp-specialized layout in its form for the head dim (`warp_specialized`), where the space has it.
+  FlashAttention-3's warp-specialized layout in its form for the head dim (`warp_specialized`), where the space has it;
+  and (`screen_more_warps`) MORE_WARPS_DEEPER, twice the warps and one stage more, where the start has more than 16
+  query rows a warp.
   Latin-hypercube points in the encoded coordinates, each snapped to the nearest free candidate, make up
   `n_initial` configs when that is fewer (or when the space lacks the default). Seeded, so deterministic.
 * Concurrency: configs in flight are added to the GP as "constant liar" observations (the mean of the observed
@@ -112,8 +114,23 @@ FEWER_WARPS_TMA = {"num_warps": -1, "USE_TMA": True}
 # its shorter key loops per program want the deeper pipeline. Screened for causal problems whose start wastes at least
 # SHORT_CAUSAL_WASTE. On the H200's short causal landscapes (run 18) the best configs are 64-row tiles with 4 warps
 # and 2-3 stages, 1.22-1.35x the 128-row start, which one-knob and coupled steps reached within 24 trials on one of
-# four cells ("The short causal move").
+# four cells ("The short causal move"). Where the space has the heavy-first order (REVERSE_M), the move takes it: a
+# short causal grid is a few waves of tiles whose work grows with their row, and launching the longest first leaves
+# the short diagonal ones to fill the last wave. Measured in the same sweeps (runs 21-22, both grids), the move's
+# configs ran 1.05-1.14x with it at D=64 and 1.02 at D=128 (S 512-1024); from S=4096 on it costs 1-13% (the move is
+# screened only below, see SHORT_CAUSAL_WASTE).
 SHORT_CAUSAL_MOVE = {"BLOCK_M": -1, "num_stages": 1}
+# More warps, a deeper pipeline: twice the warps (half the query rows each) and one pipeline stage more. Where a key
+# block is little math (D=64: a 64-wide dot a block), the tile waits on its K/V loads; twice the warps and one more
+# stage keep more of them in flight. From the D=64 default (128 x 64, 4 warps, 2 stages) it is the best config of
+# the H200's D=64 full S=4096 landscape (8 warps, 3 stages; run 13) and of the H100's D=64 full S=1024 one (8 warps,
+# 4 stages: that space has no 3), and one stage further (8 warps, 4 stages) measured 1.11x the tuned winners of the
+# D=64 causal S=4096 and 8192 cells of both grids (run 22), which no 24-trial search had tried: each one-knob step
+# towards it measured 0.86-0.93 of the best. Screened only where the start has more than MORE_WARPS_MIN_ROWS query
+# rows a warp (the D=64 start's 32): at 8 rows a warp (the D=256 start's 16 halved) a tile measured 0.32-0.39 of the
+# best (config.py).
+MORE_WARPS_DEEPER = {"num_warps": 1, "num_stages": 1}
+MORE_WARPS_MIN_ROWS = 16
 # The warp-specialized layout (FlashAttention-3's): 128-row tiles written for one warp group, which Triton's Hopper
 # pass turns into a producer warp group issuing the TMA copies and two consumer groups of 64 rows; 2 stages. It shares
 # no knob value with the starts, so neither one-knob nor coupled steps reach it: screened where the space has it
@@ -163,6 +180,7 @@ class GPSearcher(DiscreteSearcher):
         screen_tma: bool = True,
         screen_short_causal: bool = True,
         screen_warp_specialized: bool = True,
+        screen_more_warps: bool = True,
         local_top: int = 3,
         coupled: Sequence[tuple[str, str]] | None = None,
         features: tuple[str, ...] | list[str] = (),
@@ -198,6 +216,7 @@ class GPSearcher(DiscreteSearcher):
         self.seqlen_q, self.seqlen_k = seqlen_q, seqlen_k
         self.causal, self.screen_short_causal = bool(causal), bool(screen_short_causal)
         self.screen_warp_specialized = bool(screen_warp_specialized)
+        self.screen_more_warps = bool(screen_more_warps)
         # Coupled knob pairs (default: the two knobs of each derived feature, features.py) as column pairs of _cat.
         names = [p.name for p in self.space.params]
         pairs = [k for k, _ in FEATURES.values()] if coupled is None else [tuple(pair) for pair in coupled]
@@ -282,6 +301,8 @@ class GPSearcher(DiscreteSearcher):
                     moved = [self._moved(i0, m) for m in self._screen_moves]
                     if self.screen_short_causal:
                         moved.append(self._short_causal(i0))
+                    if self.screen_more_warps:
+                        moved.append(self._more_warps(i0))
                     if self.screen_warp_specialized:
                         moved.append(self._moved(i0, {}, warp_specialized(self.head_dim)))
                     chosen += [j for j in moved if j is not None and j not in chosen]
@@ -299,12 +320,26 @@ class GPSearcher(DiscreteSearcher):
     def _short_causal(self, i0: int) -> int | None:
         """SHORT_CAUSAL_MOVE from the start i0, with num_warps set to SHORT_CAUSAL_ROWS_PER_WARP rows a warp, when the
         problem is causal and the start's diagonal blocks waste at least SHORT_CAUSAL_WASTE of the work (BLOCK_M /
-        Sq); None otherwise or when the move leaves the space."""
+        Sq); heavy-first (REVERSE_M) where the space has that config. None otherwise or when the move leaves the
+        space."""
         start = self.candidates[i0]
         rows = start.get("BLOCK_M")
         if not (self.causal and self.seqlen_q and rows and rows >= SHORT_CAUSAL_WASTE * self.seqlen_q):
             return None
-        return self._moved(i0, SHORT_CAUSAL_MOVE, {"num_warps": max(1, rows // 2 // SHORT_CAUSAL_ROWS_PER_WARP)})
+        absolute = {"num_warps": max(1, rows // 2 // SHORT_CAUSAL_ROWS_PER_WARP)}
+        heavy_first = None
+        if any(p.name == "REVERSE_M" and True in p.values for p in self.space.params):
+            heavy_first = self._moved(i0, SHORT_CAUSAL_MOVE, {**absolute, "REVERSE_M": True})
+        return heavy_first if heavy_first is not None else self._moved(i0, SHORT_CAUSAL_MOVE, absolute)
+
+    def _more_warps(self, i0: int) -> int | None:
+        """MORE_WARPS_DEEPER from the start i0 when the start has more than MORE_WARPS_MIN_ROWS query rows a warp;
+        None otherwise or when the move leaves the space."""
+        start = self.candidates[i0]
+        rows, warps = start.get("BLOCK_M"), start.get("num_warps")
+        if not (rows and warps and rows > MORE_WARPS_MIN_ROWS * warps):
+            return None
+        return self._moved(i0, MORE_WARPS_DEEPER)
 
     def _moved(self, i: int, move: dict, absolute: dict | None = None) -> int | None:
         """The candidate that `move` (see SCALE_UP) makes of candidate i, with the knobs of `absolute` set to its
