@@ -327,9 +327,8 @@ class GPSearcher(DiscreteSearcher):
         if not (self.causal and self.seqlen_q and rows and rows >= SHORT_CAUSAL_WASTE * self.seqlen_q):
             return None
         absolute = {"num_warps": max(1, rows // 2 // SHORT_CAUSAL_ROWS_PER_WARP)}
-        heavy_first = None
-        if any(p.name == "REVERSE_M" and True in p.values for p in self.space.params):
-            heavy_first = self._moved(i0, SHORT_CAUSAL_MOVE, {**absolute, "REVERSE_M": True})
+        # None where the space has no REVERSE_M knob or no heavy-first config there (_moved): then the plain move.
+        heavy_first = self._moved(i0, SHORT_CAUSAL_MOVE, {**absolute, "REVERSE_M": True})
         return heavy_first if heavy_first is not None else self._moved(i0, SHORT_CAUSAL_MOVE, absolute)
 
     def _more_warps(self, i0: int) -> int | None:
