@@ -172,15 +172,13 @@ def test_the_screening_takes_the_short_causal_move_where_the_diagonal_wastes_an_
             moved = [c for c in design
                      if (c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) == (64, 64, 4, 3)]
             assert [c["REVERSE_M"] for c in moved] == [True] and not design[0]["REVERSE_M"]
-            assert len(tiles) == len(_design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=True,
-                                                   screen_short_causal=False)) + 1
+            assert _added_by(space, "screen_short_causal", head_dim=d, seqlen_q=s, seqlen_k=s, causal=True) == 1
         # Not when the waste is under 1/8 (2048 tokens), nor without a causal mask.
+        for s, causal in ((2048, True), (512, False)):
+            assert _added_by(space, "screen_short_causal", head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal) == 0
         study = load_space("nvidia/sm90_study")  # no REVERSE_M knob: the move as it was
         assert (64, 64, 4, 4) in [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) for c in make_searcher(
             "gp", study, seed=0, head_dim=d, seqlen_q=512, seqlen_k=512, causal=True).design_configs()]
-        for s, causal in ((2048, True), (512, False)):
-            assert len(_design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal)) == len(
-                _design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal, screen_short_causal=False))
 
 
 def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
@@ -206,11 +204,9 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
         want = warp_specialized(d)
         assert (want["BLOCK_N"], want.get("PERSISTENT", False)) == (keys, persistent)
         assert len(ws) == 1 and {k: ws[0][k] for k in want} == want
-        assert len(cfgs) == len(make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s,
-                                              screen_warp_specialized=False).design_configs()) + 1
+        assert _added_by(space, "screen_warp_specialized", head_dim=d, seqlen_q=s, seqlen_k=s) == 1
     study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add
-    assert len(make_searcher("gp", study, seed=0, head_dim=256).design_configs()) == len(
-        make_searcher("gp", study, seed=0, head_dim=256, screen_warp_specialized=False).design_configs())
+    assert _added_by(study, "screen_warp_specialized", head_dim=256) == 0
 
 
 def test_more_warps_deeper_reaches_the_d64_best_in_budget():
