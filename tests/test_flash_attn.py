@@ -207,6 +207,20 @@ def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, varlen)
         _check_dense((2, 4, 2, 333, 333, 64), causal, DTYPES[-1], cfg)
 
 
+# The persistent grid's longest-first order deals odd rounds of tiles backwards (a snake), a short last round too:
+# every tile must still be computed exactly once (the output starts as NaN). In the interpreter (3 programs) 11
+# tiles are three whole rounds and a short odd one of two; 35 tiles (5 heads sharing one key/value head, 7 query
+# blocks) are eleven rounds and a short one of two.
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("heads, m_blocks", [(1, 11), (5, 7)], ids=["11tiles", "35tiles"])
+def test_persistent_longest_first_deals_every_tile_once(heads, m_blocks, causal):
+    tiles = {"BLOCK_M": 64, "BLOCK_N": 64, "num_stages": 2} if HAS_GPU else {"BLOCK_M": 16, "BLOCK_N": 16}
+    sq = m_blocks * tiles["BLOCK_M"] - 3
+    cfg = {**tiles, "num_warps": 4, "PERSISTENT": True, "REVERSE_M": True}
+    _check_dense((1, heads, 1, sq, sq + 5, 32), causal, DTYPES[0], cfg)
+    _check_dense((1, heads, 1, sq, sq + 5, 32), causal, DTYPES[0], {**cfg, **WS})
+
+
 # Dense keys in whole key blocks: the kernel then drops the sequence-end mask (a full mask masks no block at all, a
 # causal one only its diagonal band), in the split loops, the one masked loop and under warp specialization; with
 # ragged query counts, fewer and more queries than keys.
