@@ -9,13 +9,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from raytune_attn.config import default_config
 from raytune_attn.search import make_searcher
 from raytune_attn.search.gp import warp_specialized
 from raytune_attn.search.landscape import load_landscape
 from raytune_attn.search.replay import run_searcher
-from raytune_attn.search.space import load_space
+from raytune_attn.search.space import load_space, parse_space
 
 H200 = Path(__file__).parents[1] / "docs/benchmarks/h200/run7/llama_exhaustive_x4_nosync.parquet"
 W16 = Path(__file__).parents[1] / "docs/benchmarks/h200/run13/w16_landscape.parquet"
@@ -207,6 +208,22 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
         assert _added_by(space, "screen_warp_specialized", head_dim=d, seqlen_q=s, seqlen_k=s) == 1
     study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add
     assert _added_by(study, "screen_warp_specialized", head_dim=256) == 0
+
+
+def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
+    # Causal tiles differ in work: the layout is screened heavy-first (REVERSE_M) where the space has that config,
+    # as it was where it has not.
+    sm90 = load_space("nvidia/sm90")
+    doc = yaml.safe_load((Path(__file__).parents[1] / "search_spaces/nvidia/sm90.yaml").read_text())
+    doc["parameters"]["REVERSE_M"] = [False]
+    straight_only = parse_space(doc)
+    for d, s in ((256, 4096), (128, 4096), (128, 512)):
+        for space, causal, heavy_first in ((sm90, True, True), (sm90, False, False), (straight_only, True, False)):
+            cfgs = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal).design_configs()
+            ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
+            assert len(ws) == 1 and {k: ws[0][k] for k in warp_specialized(d)} == warp_specialized(d)
+            assert ws[0]["REVERSE_M"] is heavy_first
+            assert _added_by(space, "screen_warp_specialized", head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal) == 1
 
 
 def test_more_warps_deeper_reaches_the_d64_best_in_budget():

@@ -73,15 +73,14 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, of
                               HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
         qk = tl.dot(q, tl.trans(k))
         if MASKED:
-            # Key j = start_n + n is compared as n against limits taken relative to the block: the loop-invariant
-            # offs_n against one value a row (the row's causal horizon) or one scalar (the keys left), rather than
-            # adding start_n to every key index of the block first. Each score then costs one compare.
+            cols = start_n + offs_n
             if IS_CAUSAL:
-                visible = offs_n[None, :] <= (offs_m + (diag - start_n))[:, None]
+                # The row's horizon is added per row, so each score costs one compare.
+                visible = cols[None, :] <= (offs_m + diag)[:, None]
                 if not EVEN_K:
-                    visible = visible & (offs_n[None, :] < seqlen_k - start_n)
+                    visible = visible & (cols[None, :] < seqlen_k)
             else:
-                visible = offs_n[None, :] < seqlen_k - start_n
+                visible = cols[None, :] < seqlen_k
             # Masking the raw score, before the scale, leaves the scale to the same fused multiply-add as in the
             # unmasked step: qk_scale > 0 (the launcher checks), so -inf * qk_scale = -inf and the row max of the
             # scaled scores is the scaled row max.

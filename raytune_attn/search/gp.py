@@ -25,7 +25,8 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   loads, each the move from a default to recorded bests that one-knob steps towards them missed; and for causal
   problems whose diagonal blocks waste an eighth of the work or more (`screen_short_causal`, given `causal` and
   `seqlen_q`), SHORT_CAUSAL_MOVE: half the rows, 16 rows a warp, one stage more; and (`screen_warp_specialized`)
-  FlashAttention-3's warp-specialized layout in its form for the head dim (`warp_specialized`), where the space has it;
+  FlashAttention-3's warp-specialized layout in its form for the head dim (`warp_specialized`; heavy-first for causal
+  problems), where the space has it;
   and (`screen_more_warps`) MORE_WARPS_DEEPER, twice the warps and one stage more, where the start has more than 16
   query rows a warp.
   Latin-hypercube points in the encoded coordinates, each snapped to the nearest free candidate, make up
@@ -139,6 +140,10 @@ MORE_WARPS_MIN_ROWS = 16
 # D=256 cells of the H200's bf16 grid (run 20). Up to WIDE_KEYS_MAX_HEAD_DIM, 128-key blocks on the persistent grid:
 # with whole key blocks unmasked, the winners of five of six full-mask D=128 cells of run 21's bf16 grid, 1.06-1.28x
 # run 20's (across runs), and persistence is worth 1.1-1.4x up to S=2048 there ("The warp-specialized layout").
+# Causal problems take the heavy-first order (REVERSE_M) where the space has it. With the persistent grid dealing the
+# longest-first tiles in a snake, the D=128 form with it ran 1.00-1.02x the same form without it (and with V preload,
+# the tuned winners) at S 2048-8192 and 1.04x the tuned winner at S=16384 (H200, bf16, same run; run 23); at S 512 and
+# 1024 the tuned searches already ended on it (run 22). The D=256 form ran 1.007x with it at S 512-1024 (run 22).
 WARP_SPECIALIZED = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2,
                     "maxnreg": 0, "BLOCK_M": 128, "BLOCK_N": 64}
 WIDE_KEYS_MAX_HEAD_DIM = 128
@@ -304,7 +309,7 @@ class GPSearcher(DiscreteSearcher):
                     if self.screen_more_warps:
                         moved.append(self._more_warps(i0))
                     if self.screen_warp_specialized:
-                        moved.append(self._moved(i0, {}, warp_specialized(self.head_dim)))
+                        moved.append(self._heavy_first(i0, {}, warp_specialized(self.head_dim), self.causal))
                     chosen += [j for j in moved if j is not None and j not in chosen]
                 free[chosen] = False
         n = max(n - len(chosen), 0)
@@ -327,9 +332,12 @@ class GPSearcher(DiscreteSearcher):
         if not (self.causal and self.seqlen_q and rows and rows >= SHORT_CAUSAL_WASTE * self.seqlen_q):
             return None
         absolute = {"num_warps": max(1, rows // 2 // SHORT_CAUSAL_ROWS_PER_WARP)}
-        # None where the space has no REVERSE_M knob or no heavy-first config there (_moved): then the plain move.
-        heavy_first = self._moved(i0, SHORT_CAUSAL_MOVE, {**absolute, "REVERSE_M": True})
-        return heavy_first if heavy_first is not None else self._moved(i0, SHORT_CAUSAL_MOVE, absolute)
+        return self._heavy_first(i0, SHORT_CAUSAL_MOVE, absolute)
+
+    def _heavy_first(self, i0: int, move: dict, absolute: dict, heavy_first: bool = True) -> int | None:
+        """_moved, heavy-first (REVERSE_M) when asked and the space has that config; otherwise the plain move."""
+        j = self._moved(i0, move, {**absolute, "REVERSE_M": True}) if heavy_first else None
+        return j if j is not None else self._moved(i0, move, absolute)
 
     def _more_warps(self, i0: int) -> int | None:
         """MORE_WARPS_DEEPER from the start i0 when the start has more than MORE_WARPS_MIN_ROWS query rows a warp;
