@@ -219,11 +219,12 @@ def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
     straight_only = parse_space(doc)
     for d, s in ((256, 4096), (128, 4096), (128, 512)):
         for space, causal, heavy_first in ((sm90, True, True), (sm90, False, False), (straight_only, True, False)):
-            cfgs = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal).design_configs()
+            problem = {"head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": causal}
+            cfgs = make_searcher("gp", space, seed=0, **problem).design_configs()
             ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
             assert len(ws) == 1 and {k: ws[0][k] for k in warp_specialized(d)} == warp_specialized(d)
             assert ws[0]["REVERSE_M"] is heavy_first
-            assert _added_by(space, "screen_warp_specialized", head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal) == 1
+            assert _added_by(space, "screen_warp_specialized", **problem) == 1
 
 
 def test_more_warps_deeper_reaches_the_d64_best_in_budget():

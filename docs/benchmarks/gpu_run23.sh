@@ -26,13 +26,13 @@
 #             timeout (launch_probe.py); where the D=256 warp-specialized form runs, the A/B of PART=hostdesc on the
 #             D=256 cells with that form.
 #   PART=tests (nvidia-h200) the CUDA tests.
-# Calls: 1 PART=order at <this commit's parent, kernel with both changes>; 2 PART="snake llama tests" (the GP's
-# warp-specialized screen as in run 22); 3 PART="causal llama" (llama: the sweep again, with the heavy-first screen);
-# 4 PART=causal16; 5 PART=hostdesc; 6 PART=probe.
+# Calls: 1 PART=order at 14e2d1e (the kernel with both changes); 2 PART="snake llama tests" at 73200dc with gp.py of
+# 7f8c269 (the warp-specialized screen as in run 22); 3 PART="causal llama" TAG=-hf (llama: the sweep again, with the
+# heavy-first screen) and 4 PART=causal16 at 73200dc; 5 PART=hostdesc and 6 PART=probe at 4686e75.
 # Run from the repository root of the commit (the device copies the working tree), with the old kernel beside it:
 #   mkdir -p .gpu-bundle/ab-base && git show 7f8c269:raytune_attn/kernels/flash_attn.py \
 #     > .gpu-bundle/ab-base/flash_attn.py
-#   git show <PART=causal's commit>:raytune_attn/kernels/flash_attn.py > .gpu-bundle/ab-base/flash_attn_snake.py
+#   git show 73200dc:raytune_attn/kernels/flash_attn.py > .gpu-bundle/ab-base/flash_attn_snake.py
 #   BUNDLE=.gpu-bundle/devenv-py312.tar.xz PART=... bash docs/benchmarks/gpu_run23.sh
 # (carrying .gpu-bundle/devenv-py312.tar.xz, .gpu-bundle/pytest-site (pytest for the CUDA tests) and
 # .gpu-bundle/ab-base)

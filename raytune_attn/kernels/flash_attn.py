@@ -28,15 +28,14 @@ _PTXAS_ERROR = getattr(triton.runtime.errors, "PTXASError", subprocess.CalledPro
 
 
 @triton.jit
-def _load_kv_tile(base, desc, desc_row, start_n, offs_n, offs_d, stride_n, seqlen_k,
+def _load_kv_tile(base, desc, start_n, offs_n, offs_d, stride_n, seqlen_k,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MASK_N: tl.constexpr, USE_TMA: tl.constexpr):
-    """A [BLOCK_N, BLOCK_D] tile of K or V starting at key `start_n` (row `desc_row + start_n` of the descriptor);
-    out-of-range rows and padded head-dim columns read as zero (zero keys give finite scores that the caller masks;
-    zero value columns are dropped at the store)."""
+    """A [BLOCK_N, BLOCK_D] tile of K or V starting at key `start_n`; out-of-range rows and padded head-dim
+    columns read as zero (zero keys give finite scores that the caller masks; zero value columns are dropped
+    at the store)."""
     if USE_TMA:
-        # The copy engine zero-fills rows and columns past the descriptor's shape itself: a per-sequence descriptor
-        # ends at the sequence's last key; the launcher's whole-tensor one is used only where no block runs past it.
-        tile = desc.load([desc_row + start_n, 0])
+        # The descriptor's shape is [seqlen_k, HEAD_DIM], so the copy engine zero-fills both edges itself.
+        tile = desc.load([start_n, 0])
     else:
         ptrs = base + (start_n + offs_n)[:, None] * stride_n + offs_d[None, :]
         if MASK_N:
@@ -54,7 +53,7 @@ def _load_kv_tile(base, desc, desc_row, start_n, offs_n, offs_d, stride_n, seqle
 
 
 @triton.jit
-def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo, hi, offs_m, offs_n, offs_d,
+def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, offs_m, offs_n, offs_d,
                     stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                     MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, USE_TMA: tl.constexpr,
@@ -67,10 +66,10 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo
     with it off the loop is the plain `range` one (tl.range sets no attribute for a false flag: same IR)."""
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = _load_kv_tile(k_base, k_desc, kv_row, start_n, offs_n, offs_d, stride_kn, seqlen_k,
+        k = _load_kv_tile(k_base, k_desc, start_n, offs_n, offs_d, stride_kn, seqlen_k,
                           HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
         if PRE_LOAD_V:
-            v = _load_kv_tile(v_base, v_desc, kv_row, start_n, offs_n, offs_d, stride_vn, seqlen_k,
+            v = _load_kv_tile(v_base, v_desc, start_n, offs_n, offs_d, stride_vn, seqlen_k,
                               HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
         qk = tl.dot(q, tl.trans(k))
         if MASKED:
@@ -99,7 +98,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         if not PRE_LOAD_V:
-            v = _load_kv_tile(v_base, v_desc, kv_row, start_n, offs_n, offs_d, stride_vn, seqlen_k,
+            v = _load_kv_tile(v_base, v_desc, start_n, offs_n, offs_d, stride_vn, seqlen_k,
                               HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_new
@@ -109,11 +108,8 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo
 @triton.jit
 def _seq_bases(Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
                stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
-               stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, num_heads_q, group_size,
-               IS_VARLEN: tl.constexpr):
-    """Base pointers of one (sequence, query head), its lengths (varlen: read from the offsets), and (dense) the
-    rows where its queries and its keys start in Q and K seen as contiguous [batch * heads * length, D] matrices
-    (the launcher's whole-tensor descriptors)."""
+               stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN: tl.constexpr):
+    """Base pointers of one (sequence, query head) and its lengths (varlen: read from the offsets)."""
     if IS_VARLEN:
         # Packed layout: sequence z occupies tokens [cu[z], cu[z+1]); the batch strides are 0.
         q_start = tl.load(cu_seqlens_q + off_z).to(tl.int64)
@@ -124,42 +120,27 @@ def _seq_bases(Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, s
         k_base = K + off_hk * stride_kh + k_start * stride_kn
         v_base = V + off_hk * stride_vh + k_start * stride_vn
         o_base = Out + off_h * stride_oh + q_start * stride_om
-        q_row = 0
-        kv_row = 0
     else:
         q_start = 0
         q_base = Q + off_z * stride_qz + off_h * stride_qh
         k_base = K + off_z * stride_kz + off_hk * stride_kh
         v_base = V + off_z * stride_vz + off_hk * stride_vh
         o_base = Out + off_z * stride_oz + off_h * stride_oh
-        # The launcher uses those descriptors only below 2^31 rows: int32 coordinates, as TMA takes them.
-        q_row = ((off_z * num_heads_q + off_h) * seqlen_q).to(tl.int32)
-        kv_row = ((off_z * (num_heads_q // group_size) + off_hk) * seqlen_k).to(tl.int32)
-    return q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k, q_row, kv_row
+    return q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k
 
 
 @triton.jit
 def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
-                   q_hd, k_hd, v_hd, q_row, kv_row,
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
                    USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                   EVEN_K: tl.constexpr, HOST_DESC: tl.constexpr):
+                   EVEN_K: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
     has checked starts inside the sequence (unless WARP_SPECIALIZE: see `hi`). EVEN_K: the key count is a multiple
     of BLOCK_N (dense inputs, known at launch), so no key block is ragged and, without a causal mask, none is
-    masked. HOST_DESC: the TMA loads go through the launcher's descriptors q_hd, k_hd, v_hd over whole tensors,
-    from rows q_row and kv_row."""
-    if HOST_DESC:
-        # Built once on the host and passed by value: no descriptor is written to global memory and fenced per
-        # tile, as a device-side one is. They span every head, so a block past this head's rows would read the next
-        # head's: the launcher passes them only for keys in whole blocks (EVEN_K); query rows past the sequence's
-        # end are read but never stored.
-        k_desc = k_hd
-        v_desc = v_hd
-    elif USE_TMA:
-        kv_row = 0
+    masked."""
+    if USE_TMA:
         k_desc = tl.make_tensor_descriptor(k_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
                                            block_shape=[BLOCK_N, BLOCK_D])
         v_desc = tl.make_tensor_descriptor(v_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
@@ -177,18 +158,14 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # group issues only tensor-descriptor (TMA) copies: Q comes through a descriptor too. An empty sequence
         # (varlen) still loads its block (see `hi` below) and a descriptor needs a row: it gets this head's row 0 of
         # the batch, which exists, and what it reads is never stored.
-        if HOST_DESC:
-            q_desc = q_hd
-        else:
-            q_row = 0
-            q_desc = tl.make_tensor_descriptor(q_base - tl.where(seqlen_q == 0, q_start, 0) * stride_qm,
-                                               shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qm, 1],
-                                               block_shape=[BLOCK_M, BLOCK_D])
+        q_desc = tl.make_tensor_descriptor(q_base - tl.where(seqlen_q == 0, q_start, 0) * stride_qm,
+                                           shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qm, 1],
+                                           block_shape=[BLOCK_M, BLOCK_D])
         # The pass splits the tile's rows over two consumer warp groups by adding each half's offset to the
         # load's row and to `offs_m`'s range; when the row is the very value `offs_m` is built from (start_m *
         # BLOCK_M), Triton 3.6-3.9 add the offset twice to the second half's rows, which then mask and store
         # the wrong rows. The same row computed another way, (start_m * 2 * BLOCK_M) // 2, keeps them apart.
-        q = q_desc.load([q_row + (start_m * (2 * BLOCK_M)) // 2, 0])
+        q = q_desc.load([(start_m * (2 * BLOCK_M)) // 2, 0])
     else:
         q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
 
@@ -217,18 +194,18 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # Whole blocks below the diagonal and inside the sequence need no mask; the rest (the diagonal band and
         # a ragged last block) go through the masked loop.
         n_full = tl.maximum(full_end, 0) // BLOCK_N * BLOCK_N
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, n_full,
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
                                         WARP_SPECIALIZE, EVEN_K)
         if ANY_MASKED:
-            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, n_full, hi,
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, n_full, hi,
                                             offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                             HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
                                             WARP_SPECIALIZE, EVEN_K)
     else:
         # One loop over every block (warp specialization takes no second loop), masking each one if any needs it.
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, hi,
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, ANY_MASKED, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
                                         WARP_SPECIALIZE, EVEN_K)
@@ -251,12 +228,11 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
               stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
               stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om,
               stride_lz, stride_lh, stride_lm,
-              seqlen_q, seqlen_k, num_heads_q, group_size, qk_scale, q_hd, k_hd, v_hd,
+              seqlen_q, seqlen_k, num_heads_q, group_size, qk_scale,
               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
               SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr,
-              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, EVEN_K: tl.constexpr,
-              HOST_DESC: tl.constexpr):
+              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, EVEN_K: tl.constexpr):
     """Grid (cdiv(max Sq, BLOCK_M), batch * Hq): one program per output tile."""
     if REVERSE_M:
         # Heavy tiles first: the hardware hands out blocks in launch order, and under a causal mask the last query
@@ -273,18 +249,17 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     off_z = off_z.to(tl.int64)
     off_h = off_h.to(tl.int64)
     off_hk = off_hk.to(tl.int64)
-    q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k, q_row, kv_row = _seq_bases(
+    q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k = _seq_bases(
         Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
         stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
-        stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, num_heads_q, group_size, IS_VARLEN)
+        stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
     if not WARP_SPECIALIZE:
         if start_m * BLOCK_M >= seqlen_q:
             return
     _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
-                   q_hd, k_hd, v_hd, q_row, kv_row,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
-                   WARP_SPECIALIZE, EVEN_K, HOST_DESC)
+                   WARP_SPECIALIZE, EVEN_K)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
@@ -292,13 +267,12 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
                          stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om,
                          stride_lz, stride_lh, stride_lm,
-                         seqlen_q, seqlen_k, num_heads_q, group_size, qk_scale, q_hd, k_hd, v_hd,
-                         num_m_blocks, num_tiles,
+                         seqlen_q, seqlen_k, num_heads_q, group_size, qk_scale, num_m_blocks, num_tiles,
                          HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr,
                          BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
                          RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
-                         EVEN_K: tl.constexpr, HOST_DESC: tl.constexpr):
+                         EVEN_K: tl.constexpr):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
@@ -311,8 +285,9 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         if REVERSE_M:
             # Round r of the loop runs tiles [r G, r G + G) of the longest-first order, one a program. Dealt
             # straight, every round gives program 0 its heaviest tile and program G-1 its lightest, and that skew
-            # adds up over the rounds (5-11% of the longest program's time at 16+ rounds with 128-row causal tiles,
-            # in a model of the H200's 132 programs). Odd rounds deal backwards (a snake), so each pair of rounds
+            # adds up over the rounds: with 128-row causal tiles on the H200's 132 programs, the busiest program
+            # has 6-12% more than the mean from S=4096 on (docs/benchmarks/persistent_order_model.py), and the
+            # snake measured 1.05-1.10x there (run 23). Odd rounds deal backwards (a snake), so each pair of rounds
             # evens out; the last round, short when G does not divide the tiles, deals its few backwards too.
             first = tile - tl.program_id(0)
             in_round = tl.minimum(num_programs, num_tiles - first)
@@ -325,16 +300,15 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         off_z = (off_zh // num_heads_q).to(tl.int64)
         off_h = (off_zh % num_heads_q).to(tl.int64)
         off_hk = off_h // group_size
-        q_base, k_base, v_base, o_base, q_start, sq, sk, q_row, kv_row = _seq_bases(
+        q_base, k_base, v_base, o_base, q_start, sq, sk = _seq_bases(
             Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
             stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
-            stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, num_heads_q, group_size, IS_VARLEN)
+            stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
         if WARP_SPECIALIZE or start_m * BLOCK_M < sq:  # varlen: blocks past this sequence's end have nothing to do
             _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
-                           q_hd, k_hd, v_hd, q_row, kv_row,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
-                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K, HOST_DESC)
+                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K)
 
 
 def _set_tma_allocator():
@@ -378,24 +352,6 @@ def _check_support(config, q, interpreting: bool):
             raise InvalidConfig("maxnreg is an NVIDIA launch option; the HIP backend has none")
         if q.is_cuda and "maxnreg" not in _launch_options():
             raise InvalidConfig(f"maxnreg is not a launch option of Triton {triton.__version__}'s NVIDIA backend")
-
-
-def _host_descriptors(q, k, v, config, block_d):
-    """Tensor descriptors for the TMA loads, built here over whole contiguous dense tensors seen as [B * H * S, D]
-    (the kernel adds each head's first row), or None where the kernel must build per-head ones itself: a layout
-    that is not contiguous, more rows than int32 coordinates reach, or no host-side descriptors in this Triton."""
-    try:
-        from triton.tools.tensor_descriptor import TensorDescriptor
-    except ImportError:
-        return None
-    d = q.shape[-1]
-    if not all(t.is_contiguous() and t.numel() // d < 2**31 for t in (q, k, v)):
-        return None
-    blocks = ((q, config["BLOCK_M"]), (k, config["BLOCK_N"]), (v, config["BLOCK_N"]))
-    try:
-        return tuple(TensorDescriptor(t, [t.numel() // d, d], [d, 1], [rows, block_d]) for t, rows in blocks)
-    except AssertionError:  # Triton's own checks (16-byte aligned base and rows): the per-head path checks them too
-        return None
 
 
 # In the interpreter a "persistent" grid of a few programs still makes each one loop over several tiles.
@@ -489,18 +445,16 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     num_tiles = num_m_blocks * batch * hq
     if num_tiles == 0 or q.numel() == 0:  # no tile, or (varlen) no token: nothing to compute
         return (out, lse) if return_lse else out
-    even_k = not varlen and sk % config["BLOCK_N"] == 0
-    host_desc = _host_descriptors(q, k, v, config, block_d) if config["USE_TMA"] and even_k else None
     args = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
             *q_strides, *k_strides, *v_strides, *o_strides, *l_strides,
-            sq, sk, hq, hq // hkv, scale * LOG2E, *(host_desc or (None, None, None)))
+            sq, sk, hq, hq // hkv, scale * LOG2E)
     kwargs = dict(
         HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
         IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
         SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
         WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
         # Dense keys in whole blocks: no block is ragged (one binary more per config, not one per length).
-        EVEN_K=even_k, HOST_DESC=host_desc is not None,
+        EVEN_K=not varlen and sk % config["BLOCK_N"] == 0,
         **launch_opts,
     )
     if config.get("PERSISTENT", False):
