@@ -212,7 +212,7 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
 
 def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
     # Causal tiles differ in work: the layout is screened heavy-first (REVERSE_M) where the space has that config,
-    # as it was where it has not.
+    # and without it where the space has none (here REVERSE_M is left with the value false only).
     sm90 = load_space("nvidia/sm90")
     doc = yaml.safe_load((Path(__file__).parents[1] / "search_spaces/nvidia/sm90.yaml").read_text())
     doc["parameters"]["REVERSE_M"] = [False]

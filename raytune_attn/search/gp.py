@@ -141,9 +141,9 @@ MORE_WARPS_MIN_ROWS = 16
 # with whole key blocks unmasked, the winners of five of six full-mask D=128 cells of run 21's bf16 grid, 1.06-1.28x
 # run 20's (across runs), and persistence is worth 1.1-1.4x up to S=2048 there ("The warp-specialized layout").
 # Causal problems take the heavy-first order (REVERSE_M) where the space has it. With the persistent grid dealing the
-# longest-first tiles in a snake, the D=128 form with it ran 1.00-1.02x the same form without it (and with V preload,
-# the tuned winners) at S 2048-8192 and 1.04x the tuned winner at S=16384 (H200, bf16, same run; run 23); at S 512 and
-# 1024 the tuned searches already ended on it (run 22). The D=256 form ran 1.007x with it at S 512-1024 (run 22).
+# longest-first tiles in a snake, the D=128 form with it ran 1.00-1.02x the tuned winners at S 2048-8192 (that form
+# without it, with V preload) and 1.04x at S=16384 (a split loop) (H200, bf16, same run; run 23); at S 512 and 1024 the
+# tuned searches already ended on it (run 22). The D=256 form ran 1.007x with it at S 512-1024 (run 22).
 WARP_SPECIALIZED = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2,
                     "maxnreg": 0, "BLOCK_M": 128, "BLOCK_N": 64}
 WIDE_KEYS_MAX_HEAD_DIM = 128
