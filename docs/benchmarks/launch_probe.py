@@ -3,8 +3,9 @@ that may hang the GPU, run each config in its own process under `timeout`.
 
     timeout 60 python3 docs/benchmarks/launch_probe.py --dim 256 --seq 512 --causal '{"BLOCK_M": 128, ...}'
 
-Prints one line: the config, then ok / wrong (relative error) / invalid (the reason), and whether the launcher built
-its tensor descriptors on the host. Exit status 0 for ok, 1 otherwise; a hang is `timeout`'s 124.
+Prints one line: the config, then ok / wrong (relative error) / invalid (the reason). Exit status 0 for ok, 1
+otherwise; a hang is `timeout`'s 124. (Run 23 ran it at 4686e75, whose launcher built the TMA descriptors on the host
+for these contiguous inputs.)
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from raytune_attn.config import InvalidConfig  # noqa: E402
-from raytune_attn.kernels import flash_attn  # noqa: E402
 from raytune_attn.problem import Problem  # noqa: E402
 from raytune_attn.workload import accept, make_workload, reference  # noqa: E402
 
@@ -37,8 +37,6 @@ def main(argv: list[str] | None = None) -> int:
     p = Problem(batch=TOKENS // a.seq, hq=WIDTH // a.dim, hkv=WIDTH // a.dim, seqlen_q=a.seq, seqlen_k=a.seq,
                 head_dim=a.dim, causal=a.causal, dtype=a.dtype)
     w = make_workload(p)
-    host = getattr(flash_attn, "_host_descriptors", None)
-    built = host is not None and host(w.q, w.k, w.v, {"BLOCK_M": 64, "BLOCK_N": 64}, 16) is not None
     try:
         out = w.check_run(a.config)
         torch.cuda.synchronize()
@@ -46,8 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(a.config), "invalid", str(e)[:200], flush=True)
         return 1
     ok, err = accept(out, reference(w))
-    print(json.dumps(a.config), "ok" if ok else "wrong", f"rel err {err:.2e}",
-          f"host descriptors possible: {built}", flush=True)
+    print(json.dumps(a.config), "ok" if ok else "wrong", f"rel err {err:.2e}", flush=True)
     return 0 if ok else 1
 
 
