@@ -12,7 +12,7 @@ from conftest import DEVICE, HAS_GPU
 from reference import attention_reference, rel_err, tolerance, varlen_reference
 
 from raytune_attn.config import validate_config
-from raytune_attn.kernels.flash_attn import flash_attn_fwd
+from raytune_attn.kernels.flash_attn import _whole_rows, flash_attn_fwd
 
 DTYPES = [torch.float16, torch.bfloat16] if HAS_GPU else [torch.float32]
 
@@ -235,6 +235,34 @@ def test_whole_key_blocks(knobs, causal, fewer_queries):
     sq = sk - tiles["BLOCK_N"] - 3 if fewer_queries else sk + tiles["BLOCK_M"] + 5
     cfg = {**tiles, "num_warps": 4, "num_stages": 2, **knobs}
     _check_dense((2, 4, 2, sq, sk, 64), causal, DTYPES[-1], cfg)
+
+
+# The persistent grid reads dense contiguous inputs with keys in whole blocks through descriptors over the whole
+# tensors, built once a program (each head's rows found by their offset; the last query block of a head reads rows of
+# the next head and stores none of them), and any other layout through descriptors built per tile: both against the
+# reference, with two sequences and two query heads a key/value head.
+@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
+@pytest.mark.parametrize("knobs", [{"USE_TMA": True}, WS], ids=["split-loop", "warp-specialized"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"], ids=["contiguous", "heads-inside"])
+def test_persistent_grid_whole_tensor_descriptors(layout, knobs, causal):
+    tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
+    b, hq, hkv, d = 2, 4, 2, 64
+    sk = 3 * tiles["BLOCK_N"]
+    sq = sk - 5
+    dtype = DTYPES[-1]
+    if layout == "bhsd":
+        q, k, v = _rand(b, hq, sq, d, dtype=dtype), _rand(b, hkv, sk, d, dtype=dtype), _rand(b, hkv, sk, d, dtype=dtype)
+    else:  # (B, S, H, D) storage seen as (B, H, S, D): rows of one head are H * D apart
+        q = _rand(b, sq, hq, d, dtype=dtype).transpose(1, 2)
+        k, v = (_rand(b, sk, hkv, d, dtype=dtype).transpose(1, 2) for _ in range(2))
+    assert _whole_rows(q, k, v) == (layout == "bhsd")
+    cfg = validate_config({**tiles, "num_warps": 4, "num_stages": 2, "PERSISTENT": True, "REVERSE_M": True, **knobs},
+                          head_dim=d, vendor="nvidia" if HAS_GPU else "cpu")
+    if not TMA_OK:
+        pytest.skip("tensor-descriptor loads need Hopper")
+    out = flash_attn_fwd(q, k, v, cfg, causal=causal, out=torch.full_like(q, float("nan")))
+    ref, _ = attention_reference(q, k, v, causal, None)
+    assert rel_err(out, ref) < tolerance(dtype, DEVICE), f"{layout} causal={causal} {cfg}"
 
 
 def test_unsupported_knobs_raise_invalid_config(monkeypatch):

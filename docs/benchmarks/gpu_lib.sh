@@ -88,7 +88,8 @@ landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/
 cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the softmax scale, the Hopper knobs, varlen
   # and the workload checks, in two processes (a kernel fault is sticky for the CUDA context, and would fail every
   # later test of one)
-  local dense="workload or (hopper_knobs and dense) or (warp_specialized and dense) or whole_key_blocks or longest_first"
+  local dense="workload or (hopper_knobs and dense) or (warp_specialized and dense) or whole_key_blocks or longest_first \
+or whole_tensor_descriptors"
   for sel in "$dense or softmax_scale" \
              "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
     PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \

@@ -48,7 +48,9 @@ VARIANTS = {"tma": {"USE_TMA": True}, "rev": {"REVERSE_M": True}, "pers": {"PERS
             # and splits the tile's rows over two consumers), every load through a descriptor, one key loop.
             "ws4": {"WARP_SPECIALIZE": True, "num_warps": 4, "USE_TMA": True, "SPLIT_MASK": False, "maxnreg": 0},
             "m64": {"BLOCK_M": 64}, "m128": {"BLOCK_M": 128}, "m256": {"BLOCK_M": 256}, "n32": {"BLOCK_N": 32},
-            "n64": {"BLOCK_N": 64}, "s2": {"num_stages": 2}, "w8": {"num_warps": 8}, "s4": {"num_stages": 4}}
+            "n64": {"BLOCK_N": 64}, "s2": {"num_stages": 2}, "w8": {"num_warps": 8}, "s4": {"num_stages": 4},
+            # Back to the split loops from a warp-specialized winner: 8 warps, no warp specialization.
+            "split8": {"WARP_SPECIALIZE": False, "SPLIT_MASK": True, "num_warps": 8}}
 TOKENS, WIDTH = 16384, 2048
 
 # Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more

@@ -28,14 +28,15 @@ _PTXAS_ERROR = getattr(triton.runtime.errors, "PTXASError", subprocess.CalledPro
 
 
 @triton.jit
-def _load_kv_tile(base, desc, start_n, offs_n, offs_d, stride_n, seqlen_k,
+def _load_kv_tile(base, desc, desc_row, start_n, offs_n, offs_d, stride_n, seqlen_k,
                   HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MASK_N: tl.constexpr, USE_TMA: tl.constexpr):
-    """A [BLOCK_N, BLOCK_D] tile of K or V starting at key `start_n`; out-of-range rows and padded head-dim
-    columns read as zero (zero keys give finite scores that the caller masks; zero value columns are dropped
-    at the store)."""
+    """A [BLOCK_N, BLOCK_D] tile of K or V starting at key `start_n` (row `desc_row + start_n` of the descriptor);
+    out-of-range rows and padded head-dim columns read as zero (zero keys give finite scores that the caller masks;
+    zero value columns are dropped at the store)."""
     if USE_TMA:
-        # The descriptor's shape is [seqlen_k, HEAD_DIM], so the copy engine zero-fills both edges itself.
-        tile = desc.load([start_n, 0])
+        # The copy engine zero-fills rows and columns past the descriptor's shape itself: a per-sequence descriptor
+        # ends at the sequence's last key; a whole-tensor one is used only where no block runs past it.
+        tile = desc.load([desc_row + start_n, 0])
     else:
         ptrs = base + (start_n + offs_n)[:, None] * stride_n + offs_d[None, :]
         if MASK_N:
@@ -53,7 +54,7 @@ def _load_kv_tile(base, desc, start_n, offs_n, offs_d, stride_n, seqlen_k,
 
 
 @triton.jit
-def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, offs_m, offs_n, offs_d,
+def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo, hi, offs_m, offs_n, offs_d,
                     stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                     MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, USE_TMA: tl.constexpr,
@@ -66,10 +67,10 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, of
     with it off the loop is the plain `range` one (tl.range sets no attribute for a false flag: same IR)."""
     for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
         start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = _load_kv_tile(k_base, k_desc, start_n, offs_n, offs_d, stride_kn, seqlen_k,
+        k = _load_kv_tile(k_base, k_desc, kv_row, start_n, offs_n, offs_d, stride_kn, seqlen_k,
                           HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
         if PRE_LOAD_V:
-            v = _load_kv_tile(v_base, v_desc, start_n, offs_n, offs_d, stride_vn, seqlen_k,
+            v = _load_kv_tile(v_base, v_desc, kv_row, start_n, offs_n, offs_d, stride_vn, seqlen_k,
                               HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
         qk = tl.dot(q, tl.trans(k))
         if MASKED:
@@ -98,7 +99,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, lo, hi, of
         l_i = l_i * alpha + tl.sum(p, 1)
         acc = acc * alpha[:, None]
         if not PRE_LOAD_V:
-            v = _load_kv_tile(v_base, v_desc, start_n, offs_n, offs_d, stride_vn, seqlen_k,
+            v = _load_kv_tile(v_base, v_desc, kv_row, start_n, offs_n, offs_d, stride_vn, seqlen_k,
                               HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
         acc = tl.dot(p.to(v.dtype), v, acc)
         m_i = m_new
@@ -132,23 +133,17 @@ def _seq_bases(Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, s
 @triton.jit
 def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
+                   q_all, k_all, v_all, q_row, kv_row,
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
                    USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                   EVEN_K: tl.constexpr):
+                   EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
     has checked starts inside the sequence (unless WARP_SPECIALIZE: see `hi`). EVEN_K: the key count is a multiple
     of BLOCK_N (dense inputs, known at launch), so no key block is ragged and, without a causal mask, none is
-    masked."""
-    if USE_TMA:
-        k_desc = tl.make_tensor_descriptor(k_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_desc = tl.make_tensor_descriptor(v_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
-                                           block_shape=[BLOCK_N, BLOCK_D])
-    else:
-        k_desc = None
-        v_desc = None
-
+    masked. WHOLE_DESC: the TMA loads go through the caller's descriptors over whole tensors (q_all under
+    WARP_SPECIALIZE, k_all, v_all), this head's rows starting at q_row and kv_row; otherwise the tile builds
+    descriptors over its own sequence and head."""
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -158,16 +153,34 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # group issues only tensor-descriptor (TMA) copies: Q comes through a descriptor too. An empty sequence
         # (varlen) still loads its block (see `hi` below) and a descriptor needs a row: it gets this head's row 0 of
         # the batch, which exists, and what it reads is never stored.
-        q_desc = tl.make_tensor_descriptor(q_base - tl.where(seqlen_q == 0, q_start, 0) * stride_qm,
-                                           shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qm, 1],
-                                           block_shape=[BLOCK_M, BLOCK_D])
+        if WHOLE_DESC:
+            q_desc = q_all
+        else:
+            q_row = 0
+            q_desc = tl.make_tensor_descriptor(q_base - tl.where(seqlen_q == 0, q_start, 0) * stride_qm,
+                                               shape=[tl.maximum(seqlen_q, 1), HEAD_DIM], strides=[stride_qm, 1],
+                                               block_shape=[BLOCK_M, BLOCK_D])
         # The pass splits the tile's rows over two consumer warp groups by adding each half's offset to the
         # load's row and to `offs_m`'s range; when the row is the very value `offs_m` is built from (start_m *
         # BLOCK_M), Triton 3.6-3.9 add the offset twice to the second half's rows, which then mask and store
         # the wrong rows. The same row computed another way, (start_m * 2 * BLOCK_M) // 2, keeps them apart.
-        q = q_desc.load([(start_m * (2 * BLOCK_M)) // 2, 0])
+        q = q_desc.load([q_row + (start_m * (2 * BLOCK_M)) // 2, 0])
     else:
         q = tl.load(q_base + offs_m[:, None] * stride_qm + offs_d[None, :], mask=q_mask, other=0.0)
+    # K and V descriptors are built after the Q load is issued, so that writing and fencing them overlaps its latency
+    # (each costs a release and an acquire fence; under WARP_SPECIALIZE the producer warp group does it).
+    if WHOLE_DESC:
+        k_desc = k_all
+        v_desc = v_all
+    elif USE_TMA:
+        kv_row = 0
+        k_desc = tl.make_tensor_descriptor(k_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+        v_desc = tl.make_tensor_descriptor(v_base, shape=[seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
+                                           block_shape=[BLOCK_N, BLOCK_D])
+    else:
+        k_desc = None
+        v_desc = None
 
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
@@ -194,18 +207,18 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # Whole blocks below the diagonal and inside the sequence need no mask; the rest (the diagonal band and
         # a ragged last block) go through the masked loop.
         n_full = tl.maximum(full_end, 0) // BLOCK_N * BLOCK_N
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, n_full,
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, n_full,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
                                         WARP_SPECIALIZE, EVEN_K)
         if ANY_MASKED:
-            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, n_full, hi,
+            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, n_full, hi,
                                             offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                             HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
                                             WARP_SPECIALIZE, EVEN_K)
     else:
         # One loop over every block (warp specialization takes no second loop), masking each one if any needs it.
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, 0, hi,
+        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, ANY_MASKED, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
                                         WARP_SPECIALIZE, EVEN_K)
@@ -258,8 +271,9 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             return
     _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, seqlen_q, seqlen_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
+                   None, None, None, 0, 0,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
-                   WARP_SPECIALIZE, EVEN_K)
+                   WARP_SPECIALIZE, EVEN_K, False)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
@@ -272,15 +286,36 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
                          RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
-                         EVEN_K: tl.constexpr):
+                         EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
     longest-first: query blocks from the last to the first, each across every (sequence, head), dealt to the
     programs in a snake, so that every program gets its heavy causal tiles first, its light ones last, and about
-    the same work in all."""
+    the same work in all.
+
+    WHOLE_DESC (dense inputs, each tensor contiguous, keys in whole blocks): the TMA descriptors are built once, over
+    Q, K and V seen as [rows, HEAD_DIM] matrices, rather than for every tile. Building one writes it to global memory
+    behind a release fence and an acquire fence, and the warp-specialized layout's producer does that for three
+    descriptors a tile between its last K/V copy of one tile and its first of the next."""
     num_zh = num_tiles // num_m_blocks
     num_programs = tl.num_programs(0)
+    if WHOLE_DESC:
+        # Rows of (sequence z, head h) start at (z * heads + h) * length; the grid's heads are the query heads, and
+        # query head h reads key head h // group_size, so key rows start at (z * Hq + h) // group_size * Sk.
+        k_all = tl.make_tensor_descriptor(K, shape=[num_zh // group_size * seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
+                                          block_shape=[BLOCK_N, BLOCK_D])
+        v_all = tl.make_tensor_descriptor(V, shape=[num_zh // group_size * seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
+                                          block_shape=[BLOCK_N, BLOCK_D])
+        if WARP_SPECIALIZE:
+            q_all = tl.make_tensor_descriptor(Q, shape=[num_zh * seqlen_q, HEAD_DIM], strides=[stride_qm, 1],
+                                              block_shape=[BLOCK_M, BLOCK_D])
+        else:
+            q_all = None
+    else:
+        q_all = None
+        k_all = None
+        v_all = None
     for tile in tl.range(tl.program_id(0), num_tiles, num_programs):
         if REVERSE_M:
             # Round r of the loop runs tiles [r G, r G + G) of the longest-first order, one a program. Dealt
@@ -305,10 +340,12 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
             stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
         if WARP_SPECIALIZE or start_m * BLOCK_M < sq:  # varlen: blocks past this sequence's end have nothing to do
+            # Whole-tensor rows (int32: the launcher keeps those descriptors below 2^31 rows, as TMA counts them).
             _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, start_m, sq, sk,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
+                           q_all, k_all, v_all, off_zh * seqlen_q, off_zh // group_size * seqlen_k,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
-                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K)
+                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K, WHOLE_DESC)
 
 
 def _set_tma_allocator():
@@ -352,6 +389,13 @@ def _check_support(config, q, interpreting: bool):
             raise InvalidConfig("maxnreg is an NVIDIA launch option; the HIP backend has none")
         if q.is_cuda and "maxnreg" not in _launch_options():
             raise InvalidConfig(f"maxnreg is not a launch option of Triton {triton.__version__}'s NVIDIA backend")
+
+
+def _whole_rows(*tensors) -> bool:
+    """Whether each dense tensor can be read as one [rows, D] matrix whose rows are (sequence, head, position) in
+    order, with fewer rows than TMA's int32 coordinates reach: so the persistent kernel's whole-tensor descriptors
+    see each head's rows where it looks for them."""
+    return all(t.is_contiguous() and t.numel() // t.shape[-1] < 2**31 for t in tensors)
 
 
 # In the interpreter a "persistent" grid of a few programs still makes each one loop over several tiles.
@@ -445,6 +489,7 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     num_tiles = num_m_blocks * batch * hq
     if num_tiles == 0 or q.numel() == 0:  # no tile, or (varlen) no token: nothing to compute
         return (out, lse) if return_lse else out
+    even_k = not varlen and sk % config["BLOCK_N"] == 0
     args = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
             *q_strides, *k_strides, *v_strides, *o_strides, *l_strides,
             sq, sk, hq, hq // hkv, scale * LOG2E)
@@ -454,11 +499,12 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
         WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
         # Dense keys in whole blocks: no block is ragged (one binary more per config, not one per length).
-        EVEN_K=not varlen and sk % config["BLOCK_N"] == 0,
+        EVEN_K=even_k,
         **launch_opts,
     )
     if config.get("PERSISTENT", False):
         kernel, args = _attn_fwd_persistent, (*args, num_m_blocks, num_tiles)
+        kwargs["WHOLE_DESC"] = config["USE_TMA"] and even_k and _whole_rows(q, k, v)
     else:
         kernel, grid = _attn_fwd, (num_m_blocks, batch * hq)
     try:
