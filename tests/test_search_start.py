@@ -197,13 +197,13 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
     # FlashAttention-3's layout as Triton's Hopper pass builds it (128 rows, one warp group written, TMA, one key
     # loop, 2 stages) shares no knob value with the D=256 start (64 x 32, 4 warps, no TMA, split loop): screened,
     # with 64-key blocks on the plain grid at D=256 (more overflows shared memory there), 128 on the persistent one
-    # below.
+    # below, V loaded before the softmax.
     space = load_space("nvidia/sm90")
     for d, s, keys, persistent in ((256, 4096, 64, False), (128, 4096, 128, True), (64, 512, 128, True)):
         cfgs = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s).design_configs()
         ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
         want = warp_specialized(d)
-        assert (want["BLOCK_N"], want.get("PERSISTENT", False)) == (keys, persistent)
+        assert (want["BLOCK_N"], want.get("PERSISTENT", False), want["PRE_LOAD_V"]) == (keys, persistent, True)
         assert len(ws) == 1 and {k: ws[0][k] for k in want} == want
         assert _added_by(space, "screen_warp_specialized", head_dim=d, seqlen_q=s, seqlen_k=s) == 1
     study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add

@@ -143,9 +143,13 @@ MORE_WARPS_MIN_ROWS = 16
 # Causal problems take the heavy-first order (REVERSE_M) where the space has it. With the persistent grid dealing the
 # longest-first tiles in a snake, the D=128 form with it ran 1.00-1.02x the tuned winners at S 2048-8192 (that form
 # without it, with V preload) and 1.04x at S=16384 (a split loop) (H200, bf16, same run; run 23); at S 512 and 1024 the
-# tuned searches already ended on it (run 22). The D=256 form ran 1.007x with it at S 512-1024 (run 22).
+# tuned searches already ended on it (run 22). The D=256 form ran 1.007x with it at S 512-1024 (run 22). V loaded
+# before the softmax (PRE_LOAD_V): of 86 pairs of warp-specialized configs that differ only in it, measured in the same
+# sweeps (the H200's D=128 and D=256 cells of runs 22-24, both grids), it was faster in 72, geometric mean 1.022x
+# (0.93-1.14); one search of run 24 screened the layout without it and ended there on 5 of the 6 causal D=256 cells,
+# 0.96-0.99x run 23's searches, which had found it.
 WARP_SPECIALIZED = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2,
-                    "maxnreg": 0, "BLOCK_M": 128, "BLOCK_N": 64}
+                    "maxnreg": 0, "BLOCK_M": 128, "BLOCK_N": 64, "PRE_LOAD_V": True}
 WIDE_KEYS_MAX_HEAD_DIM = 128
 SHORT_CAUSAL_ROWS_PER_WARP = 16
 SHORT_CAUSAL_WASTE = 1 / 8
