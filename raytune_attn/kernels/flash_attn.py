@@ -301,14 +301,15 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     num_zh = num_tiles // num_m_blocks
     num_programs = tl.num_programs(0)
     if WHOLE_DESC:
-        # Rows of (sequence z, head h) start at (z * heads + h) * length; the grid's heads are the query heads, and
-        # query head h reads key head h // group_size, so key rows start at (z * Hq + h) // group_size * Sk.
-        k_all = tl.make_tensor_descriptor(K, shape=[num_zh // group_size * seqlen_k, HEAD_DIM], strides=[stride_kn, 1],
+        # Contiguous: rows are HEAD_DIM apart (whatever stride a dimension of size 1 reports), and the rows of
+        # (sequence z, head h) start at (z * heads + h) * length. The grid's heads are the query heads, and query head h
+        # reads key head h // group_size, so its key rows start at (z * Hq + h) // group_size * Sk.
+        k_all = tl.make_tensor_descriptor(K, shape=[num_zh // group_size * seqlen_k, HEAD_DIM], strides=[HEAD_DIM, 1],
                                           block_shape=[BLOCK_N, BLOCK_D])
-        v_all = tl.make_tensor_descriptor(V, shape=[num_zh // group_size * seqlen_k, HEAD_DIM], strides=[stride_vn, 1],
+        v_all = tl.make_tensor_descriptor(V, shape=[num_zh // group_size * seqlen_k, HEAD_DIM], strides=[HEAD_DIM, 1],
                                           block_shape=[BLOCK_N, BLOCK_D])
         if WARP_SPECIALIZE:
-            q_all = tl.make_tensor_descriptor(Q, shape=[num_zh * seqlen_q, HEAD_DIM], strides=[stride_qm, 1],
+            q_all = tl.make_tensor_descriptor(Q, shape=[num_zh * seqlen_q, HEAD_DIM], strides=[HEAD_DIM, 1],
                                               block_shape=[BLOCK_M, BLOCK_D])
         else:
             q_all = None
