@@ -15,8 +15,8 @@
 #   PART=grid (nvidia-h200) the D=128 and D=256 cells of issue 7's bf16 grid, full and causal, tuned as run 23's
 #             PART=causal (GP, budget 24, cold cache, SDPA after the sweep) with this kernel; PART=grid16 the same on
 #             the fp16 grid; TAG: a suffix of the sweep's name; LIMIT: its time limit (280 s); RESUME=1: finish the
-#             sweep of that name that the same machine left unfinished. (The D=64 winners use no TMA: their binaries
-#             are those of run 22.)
+#             sweep of that name that the same machine left unfinished. (The D=64 winners use no TMA: sm90_offline.py
+#             compiles them to run 22's PTX instructions.)
 #   PART=llama (nvidia-h200) issue 7's Llama-3-8B prefill set as run 23 tuned it (GP, budget 30, cold cache, the
 #             Hopper space, SDPA after the sweep), with this kernel and searcher; TAG: a suffix of the sweep's name.
 #   PART=final (nvidia-h200) the CUDA tests, then kernel_ab.py on the D=128 cells (the tuned winners only), with the
@@ -29,7 +29,8 @@
 # Calls: 1 PART=desc and 2 PART="again grid" with gp.py of 1b67902 (the warp-specialized layout screened without V
 # preload); 3 PART="grid grid16" TAG=-preV with it (gp.WARP_SPECIALIZED): the fp16 sweep ran past 280 s (559 of 576
 # trials, no SDPA); 4 PART=grid16 TAG=-preV LIMIT=450 on the same machine, refused (the sweep's folder was there),
-# and 5 the same with RESUME=1, which finished it; 6 PART=llama; 7 PART=final and 8 PART=abfinal at 3bdd786.
+# and 5 the same with RESUME=1, which finished it; 6 PART=llama; 7 PART=final and 8 PART=abfinal at 3bdd786, with
+# docs/benchmarks/h200/run13 and run16 moved out of the tree for the call (the device takes at most 64 MiB).
 # Run from the repository root of the commit (the device copies the working tree), with the old kernel beside it:
 #   mkdir -p .gpu-bundle/ab-base && git show 1b67902:raytune_attn/kernels/flash_attn.py \
 #     > .gpu-bundle/ab-base/flash_attn.py
