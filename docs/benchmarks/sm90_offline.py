@@ -95,8 +95,10 @@ def compile_one(dim: int, seq: int, causal: bool, dtype: str, knobs: dict, ir: P
     ttgir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
     row.update(shared=compiled.metadata.shared, num_warps=compiled.metadata.num_warps,
                warp_specialized="ttg.warp_specialize" in ttgir,
-               descriptors_created=len(re.findall(r"tensormap\.replace[^\n]*global_address", ptx)),
-               fences_acquire=ptx.count("fence.proxy.tensormap::generic.acquire"))
+               # Places in the PTX that build a descriptor, not how often they run: the TTGIR shows whether each
+               # sits inside the persistent grid's tile loop.
+               descriptor_sites=len(re.findall(r"tensormap\.replace[^\n]*global_address", ptx)),
+               acquire_fence_sites=ptx.count("fence.proxy.tensormap::generic.acquire"))
     with tempfile.TemporaryDirectory() as tmp:
         p = Path(tmp) / "k.ptx"
         p.write_text(ptx)
