@@ -35,11 +35,13 @@ KNOBS: dict[str, type] = {
     "REVERSE_M": bool,  # heavy-first tile order: last (causal: longest) query blocks scheduled first
     # NVIDIA-only launch option: cap on 32-bit registers per thread (ptx .maxnreg); 0 = no cap (compiler's choice).
     "maxnreg": int,
+    # With WARP_SPECIALIZE and PERSISTENT: the persistent tile loop unpipelined, so Q gets one shared-memory buffer.
+    "ONE_Q_BUFFER": bool,
 }
 AMD_ONLY_KNOBS = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})
 NVIDIA_ONLY_KNOBS = frozenset({"maxnreg"})
 CONSTEXPR_KNOBS = ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "SPLIT_MASK", "USE_TMA", "WARP_SPECIALIZE", "PERSISTENT",
-                   "REVERSE_M")
+                   "REVERSE_M", "ONE_Q_BUFFER")
 
 _POW2_BLOCKS = (16, 32, 64, 128, 256)
 
@@ -92,6 +94,7 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
         "PERSISTENT": False,
         "REVERSE_M": False,
         "maxnreg": 0,
+        "ONE_Q_BUFFER": False,
     }
 
 
@@ -146,6 +149,11 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         # Measured on an H200 with Triton 3.6: a ring of 3 K/V buffers gave NaN outputs; 2 is the depth verified.
         raise InvalidConfig(f"WARP_SPECIALIZE is verified correct with num_stages=2 only (3 gave NaN outputs with "
                             f"Triton 3.6 on Hopper), got {out['num_stages']}")
+    if out["ONE_Q_BUFFER"] and not (out["PERSISTENT"] and out["WARP_SPECIALIZE"]):
+        # Elsewhere the tile loop's depth changes nothing (the other persistent forms compile to the same PTX): a
+        # config with it would be a second name for one kernel, and a search would time it twice.
+        raise InvalidConfig("ONE_Q_BUFFER applies to the persistent grid under warp specialization only: it needs "
+                            "PERSISTENT and WARP_SPECIALIZE")
     if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
         raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
     if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):

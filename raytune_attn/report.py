@@ -27,7 +27,8 @@ from raytune_attn.config import KNOBS
 # Knob names shortened for the tables and plot labels.
 _SHORT = {"BLOCK_M": "M", "BLOCK_N": "N", "num_warps": "w", "num_stages": "s", "PRE_LOAD_V": "preV",
           "SPLIT_MASK": "split", "USE_TMA": "tma", "waves_per_eu": "wpe", "matrix_instr_nonkdim": "mfma",
-          "kpack": "kpack", "WARP_SPECIALIZE": "ws", "PERSISTENT": "pers", "REVERSE_M": "rev", "maxnreg": "nreg"}
+          "kpack": "kpack", "WARP_SPECIALIZE": "ws", "PERSISTENT": "pers", "REVERSE_M": "rev", "maxnreg": "nreg",
+          "ONE_Q_BUFFER": "1q"}
 
 
 def _isnull(v: Any) -> bool:

@@ -47,13 +47,14 @@ def test_amd_knobs_refused_on_nvidia_only():
     assert validate_config(cfg, vendor="amd")["kpack"] == 2
 
 
-HOPPER_KNOBS = ("WARP_SPECIALIZE", "PERSISTENT", "REVERSE_M", "maxnreg")
+HOPPER_KNOBS = ("WARP_SPECIALIZE", "PERSISTENT", "REVERSE_M", "maxnreg", "ONE_Q_BUFFER")
 
 
 def test_hopper_knobs_are_off_by_default():
     for d in (64, 128, 256):
         cfg = default_config(d)
-        assert (cfg["WARP_SPECIALIZE"], cfg["PERSISTENT"], cfg["REVERSE_M"], cfg["maxnreg"]) == (False, False, False, 0)
+        assert (cfg["WARP_SPECIALIZE"], cfg["PERSISTENT"], cfg["REVERSE_M"], cfg["maxnreg"], cfg["ONE_Q_BUFFER"]) == (
+            False, False, False, 0, False)
     assert set(HOPPER_KNOBS) <= set(KNOBS)
     # Listed after the older knobs: their positions (result columns, the ops' encoded configs) do not move.
     assert list(KNOBS)[:10] == ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "PRE_LOAD_V", "SPLIT_MASK",
@@ -75,6 +76,10 @@ def test_hopper_knobs_are_off_by_default():
         ({"WARP_SPECIALIZE": True, "SPLIT_MASK": False}, "WARP_SPECIALIZE needs USE_TMA"),
         ({"WARP_SPECIALIZE": True, "USE_TMA": True}, "and SPLIT_MASK off"),
         ({"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_stages": 3}, "num_stages=2 only"),
+        ({"ONE_Q_BUFFER": 1}, "ONE_Q_BUFFER must be true or false"),
+        ({"ONE_Q_BUFFER": True, "PERSISTENT": True}, "ONE_Q_BUFFER applies to the persistent grid under warp"),
+        ({"ONE_Q_BUFFER": True, "WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False},
+         "needs PERSISTENT and WARP_SPECIALIZE"),
     ],
 )
 def test_bad_hopper_knobs_name_the_knob(config, match):
@@ -90,6 +95,13 @@ def test_maxnreg_refused_on_amd_only():
     assert validate_config({"maxnreg": 232, "WARP_SPECIALIZE": True, "PERSISTENT": True, "REVERSE_M": True,
                             "USE_TMA": True, "SPLIT_MASK": False, "num_stages": 2},
                            vendor="cpu")["PERSISTENT"] is True  # fmt: skip
+
+
+def test_one_q_buffer_on_the_warp_specialized_persistent_grid():
+    ws = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2}
+    cfg = validate_config({**ws, "PERSISTENT": True, "ONE_Q_BUFFER": True}, head_dim=256, vendor="nvidia")
+    assert cfg["ONE_Q_BUFFER"] is True and cfg["PERSISTENT"] is True
+    assert validate_config({**ws, "ONE_Q_BUFFER": False}, vendor="amd")["ONE_Q_BUFFER"] is False
 
 
 def test_default_tiles_follow_short_sequences_and_only_those():

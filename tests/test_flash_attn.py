@@ -167,6 +167,7 @@ HOPPER_KNOB_CONFIGS = [
     {**WS, "PERSISTENT": True, "REVERSE_M": True},
     {"PERSISTENT": True, "REVERSE_M": True, "maxnreg": 232, "USE_TMA": True},
     {"PERSISTENT": True, "REVERSE_M": True, "SPLIT_MASK": False, "PRE_LOAD_V": True},
+    {**WS, "PERSISTENT": True, "REVERSE_M": True, "ONE_Q_BUFFER": True},
 ]
 
 
@@ -194,13 +195,15 @@ def test_hopper_knobs_varlen(knobs, causal):
 
 # Warp specialization on the tiles it is searched with (on Hopper: two consumer warp groups of 64 rows each) and
 # many key blocks a tile: the ring of K/V buffers wraps several times, and each consumer group must store its
-# own rows (Triton's pass once stored the second group's rows 64 too far down).
+# own rows (Triton's pass once stored the second group's rows 64 too far down). On the persistent grid with one Q
+# buffer too: the producer then reloads the one buffer between tiles, after the consumers are done with it.
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("persistent", [False, True], ids=["grid", "persistent"])
+@pytest.mark.parametrize("persistent, one_q", [(False, False), (True, False), (True, True)],
+                         ids=["grid", "persistent", "persistent-1q"])
 @pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
-def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, varlen):
+def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, one_q, varlen):
     tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
-    cfg = {**WS, **tiles, "PERSISTENT": persistent, "REVERSE_M": persistent}
+    cfg = {**WS, **tiles, "PERSISTENT": persistent, "REVERSE_M": persistent, "ONE_Q_BUFFER": one_q}
     if varlen:
         test_varlen(([300, 0, 77], [333, 5, 200]), (4, 2, 64), causal, DTYPES[-1], cfg)
     else:
@@ -242,7 +245,8 @@ def test_whole_key_blocks(knobs, causal, fewer_queries):
 # the next head and stores none of them), and any other layout through descriptors built per tile: both against the
 # reference, with two sequences and two query heads a key/value head.
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("knobs", [{"USE_TMA": True}, WS], ids=["split-loop", "warp-specialized"])
+@pytest.mark.parametrize("knobs", [{"USE_TMA": True}, WS, {**WS, "ONE_Q_BUFFER": True}],
+                         ids=["split-loop", "warp-specialized", "warp-specialized-1q"])
 @pytest.mark.parametrize("layout", ["bhsd", "bshd"], ids=["contiguous", "heads-inside"])
 def test_persistent_grid_whole_tensor_descriptors(layout, knobs, causal):
     tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}

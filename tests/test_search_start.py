@@ -193,21 +193,35 @@ def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
     assert _evals_to_98(land, 24, screen_short_causal=False, **problem) > 24
 
 
+def _form(cfg: dict) -> tuple:
+    """(key block, persistent grid, one Q buffer, V preload) of a warp-specialized config."""
+    return cfg["BLOCK_N"], cfg.get("PERSISTENT", False), cfg.get("ONE_Q_BUFFER", False), cfg["PRE_LOAD_V"]
+
+
 def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it():
     # FlashAttention-3's layout as Triton's Hopper pass builds it (128 rows, one warp group written, TMA, one key
     # loop, 2 stages) shares no knob value with the D=256 start (64 x 32, 4 warps, no TMA, split loop): screened,
-    # with 64-key blocks on the plain grid at D=256 (more overflows shared memory there), 128 on the persistent one
-    # below, V loaded before the softmax.
+    # with 64-key blocks at D=256 on the plain grid and on the persistent one with one Q buffer (the two-buffer
+    # persistent form and 128-key blocks overflow shared memory there), 128 on the persistent grid below, V loaded
+    # before the softmax.
     space = load_space("nvidia/sm90")
-    for d, s, keys, persistent in ((256, 4096, 64, False), (128, 4096, 128, True), (64, 512, 128, True)):
+    for d, s, forms in ((256, 4096, {(64, False, False, True), (64, True, True, True)}),
+                        (128, 4096, {(128, True, False, True)}), (64, 512, {(128, True, False, True)})):
         cfgs = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s).design_configs()
         ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
-        want = warp_specialized(d)
-        assert (want["BLOCK_N"], want.get("PERSISTENT", False), want["PRE_LOAD_V"]) == (keys, persistent, True)
-        assert len(ws) == 1 and {k: ws[0][k] for k in want} == want
-        assert _added_by(space, "screen_warp_specialized", head_dim=d, seqlen_q=s, seqlen_k=s) == 1
+        assert {_form(w) for w in warp_specialized(d)} == forms
+        assert {_form(c) for c in ws} == forms and len(ws) == len(forms)
+        for want in warp_specialized(d):
+            assert any({k: c[k] for k in want} == want for c in ws)
+        assert _added_by(space, "screen_warp_specialized", head_dim=d, seqlen_q=s, seqlen_k=s) == len(forms)
     study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add
     assert _added_by(study, "screen_warp_specialized", head_dim=256) == 0
+    # A Hopper space without the one-Q-buffer knob (as before run 25) gets the D=256 plain-grid form only.
+    doc = yaml.safe_load((Path(__file__).parents[1] / "search_spaces/nvidia/sm90.yaml").read_text())
+    del doc["parameters"]["ONE_Q_BUFFER"]
+    doc["constraints"] = [c for c in doc["constraints"] if "ONE_Q_BUFFER" not in c]
+    cfgs = make_searcher("gp", parse_space(doc), seed=0, head_dim=256, seqlen_q=4096, seqlen_k=4096).design_configs()
+    assert [_form(c) for c in cfgs if c["WARP_SPECIALIZE"]] == [(64, False, False, True)]
 
 
 def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
@@ -222,9 +236,12 @@ def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
             problem = {"head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": causal}
             cfgs = make_searcher("gp", space, seed=0, **problem).design_configs()
             ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
-            assert len(ws) == 1 and {k: ws[0][k] for k in warp_specialized(d)} == warp_specialized(d)
-            assert ws[0]["REVERSE_M"] is heavy_first
-            assert _added_by(space, "screen_warp_specialized", **problem) == 1
+            forms = warp_specialized(d)
+            assert len(ws) == len(forms)
+            for want in forms:
+                assert any({k: c[k] for k in want} == want for c in ws)
+            assert all(c["REVERSE_M"] is heavy_first for c in ws)
+            assert _added_by(space, "screen_warp_specialized", **problem) == len(forms)
 
 
 def test_more_warps_deeper_reaches_the_d64_best_in_budget():

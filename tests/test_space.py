@@ -54,7 +54,7 @@ def test_sizes_and_constraints():
 def test_sm90_hopper_knobs():
     space = load_space("nvidia/sm90")
     configs = space.configs()
-    assert len(configs) == 5456 <= 8000
+    assert len(configs) == 5484 <= 8000
     # Every config is one the kernel accepts on NVIDIA (warp groups for warp specialization, register budget).
     for c in configs:
         validate_config(c, head_dim=128, vendor="nvidia")
@@ -64,8 +64,11 @@ def test_sm90_hopper_knobs():
                        for c in new)  # fmt: skip
     # Warp specialization as Triton's Hopper pass takes it: one warp group written, TMA, one key loop, 2 stages.
     ws = [c for c in configs if c["WARP_SPECIALIZE"]]
-    assert len(ws) == 56 and all(c["num_warps"] == 4 and c["num_stages"] == 2 and c["USE_TMA"]
+    assert len(ws) == 84 and all(c["num_warps"] == 4 and c["num_stages"] == 2 and c["USE_TMA"]
                                  and not c["SPLIT_MASK"] and c["BLOCK_M"] >= 128 for c in ws)  # fmt: skip
+    # One Q buffer: the 28 warp-specialized configs on the persistent grid, once more.
+    one_q = [c for c in configs if c["ONE_Q_BUFFER"]]
+    assert len(one_q) == 28 and all(c["PERSISTENT"] and c["WARP_SPECIALIZE"] for c in one_q)
     # Without the new knobs the space is the earlier one plus num_stages 3: 1800 + 360 configs.
     assert len(configs) - len(new) == 2160
     assert {p.name: p.encoding for p in space.params}["maxnreg"] == "index"  # 0 means "no cap"
@@ -140,7 +143,7 @@ def test_cli_space_show(capsys):
     assert main(["space", "show", str(SPACES_DIR / "nvidia" / "sm90.yaml")]) == 0
     out = capsys.readouterr().out
     assert "BLOCK_M" in out and "USE_TMA" in out
-    assert "size: 115200 before constraints, 5456 after" in out
+    assert "size: 230400 before constraints, 5484 after" in out
 
 
 def test_cli_space_show_bad_file_exits_2(tmp_path, capsys):

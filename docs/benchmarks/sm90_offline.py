@@ -55,6 +55,7 @@ def signature(kernel, dim: int, seq: int, causal: bool, dtype: str, config: dict
     }
     if "WHOLE_DESC" in kernel.arg_names:  # the persistent kernel, on these contiguous inputs
         constexprs["WHOLE_DESC"] = config["USE_TMA"] and constexprs["EVEN_K"]
+        constexprs["ONE_Q_BUFFER"] = config.get("ONE_Q_BUFFER", False)
     declared = {param.name for param in kernel.params if param.is_constexpr}
     sig, attrs = {}, {}
     for i, name in enumerate(kernel.arg_names):

@@ -286,7 +286,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          BLOCK_N: tl.constexpr, IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
                          RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
-                         EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr):
+                         EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr, ONE_Q_BUFFER: tl.constexpr):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
@@ -297,7 +297,13 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     WHOLE_DESC (dense inputs, each tensor contiguous, keys in whole blocks): the TMA descriptors are built once, over
     Q, K and V seen as [rows, HEAD_DIM] matrices, rather than for every tile. Building one writes it to global memory
     behind a release fence and an acquire fence, and the warp-specialized layout's producer does that for three
-    descriptors a tile between its last K/V copy of one tile and its first of the next."""
+    descriptors a tile between its last K/V copy of one tile and its first of the next.
+
+    ONE_Q_BUFFER (with WARP_SPECIALIZE): the tile loop is not software-pipelined (num_stages=1). Triton's
+    warp-specialization pass otherwise gives Q, which the producer loads once a tile, as many shared-memory buffers
+    as the kernel's num_stages (2), so the next tile's Q can land while this one computes; with one, the producer
+    loads it once the consumers are done with this tile's Q. That frees BLOCK_M * HEAD_DIM * 2 bytes: 64 KB at
+    D=256, where the two-buffer 128x64 form needs 295 KB of the 227 KB there are."""
     num_zh = num_tiles // num_m_blocks
     num_programs = tl.num_programs(0)
     if WHOLE_DESC:
@@ -317,7 +323,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         q_all = None
         k_all = None
         v_all = None
-    for tile in tl.range(tl.program_id(0), num_tiles, num_programs):
+    for tile in tl.range(tl.program_id(0), num_tiles, num_programs, num_stages=1 if ONE_Q_BUFFER else None):
         if REVERSE_M:
             # Round r of the loop runs tiles [r G, r G + G) of the longest-first order, one a program. Dealt
             # straight, every round gives program 0 its heaviest tile and program G-1 its lightest, and that skew
@@ -506,6 +512,7 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     if config.get("PERSISTENT", False):
         kernel, args = _attn_fwd_persistent, (*args, num_m_blocks, num_tiles)
         kwargs["WHOLE_DESC"] = config["USE_TMA"] and even_k and _whole_rows(q, k, v)
+        kwargs["ONE_Q_BUFFER"] = config.get("ONE_Q_BUFFER", False)
     else:
         kernel, grid = _attn_fwd, (num_m_blocks, batch * hq)
     try:

@@ -147,7 +147,10 @@ MORE_WARPS_MIN_ROWS = 16
 # before the softmax (PRE_LOAD_V): of 86 pairs of warp-specialized configs that differ only in it, measured in the same
 # sweeps (the H200's D=128 and D=256 cells of runs 22-24, both grids), it was faster in 72, geometric mean 1.022x
 # (0.93-1.14); one search of run 24 screened the layout without it and ended there on 5 of the 6 causal D=256 cells,
-# 0.96-0.99x run 23's searches, which had found it.
+# 0.96-0.99x run 23's searches, which had found it. At D=256 the persistent grid with one Q buffer (ONE_Q_BUFFER) is
+# screened beside the plain grid: it fits in shared memory only so, and against run 24's tuned winners (H200, bf16,
+# same run; run 25) it ran 1.03-1.10x on five of the twelve cells and 0.94-0.96x on five, so neither form is the start
+# for every cell. The sweeps that screened both ended on the persistent form on 8-9 of the 12 cells.
 WARP_SPECIALIZED = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2,
                     "maxnreg": 0, "BLOCK_M": 128, "BLOCK_N": 64, "PRE_LOAD_V": True}
 WIDE_KEYS_MAX_HEAD_DIM = 128
@@ -156,11 +159,11 @@ SHORT_CAUSAL_WASTE = 1 / 8
 RUNNER_UPS = 3  # likely_next: configs after the pick a sweep compiles ahead (speculative builds cost only idle cores)
 
 
-def warp_specialized(head_dim: int) -> dict:
-    """WARP_SPECIALIZED with the key block and grid that measured best for this head dim."""
+def warp_specialized(head_dim: int) -> list[dict]:
+    """The forms of WARP_SPECIALIZED screened for this head dim: the key block and grids that measured best."""
     if head_dim <= WIDE_KEYS_MAX_HEAD_DIM:
-        return {**WARP_SPECIALIZED, "BLOCK_N": 128, "PERSISTENT": True}
-    return dict(WARP_SPECIALIZED)
+        return [{**WARP_SPECIALIZED, "BLOCK_N": 128, "PERSISTENT": True}]
+    return [dict(WARP_SPECIALIZED), {**WARP_SPECIALIZED, "PERSISTENT": True, "ONE_Q_BUFFER": True}]
 
 
 class GPSearcher(DiscreteSearcher):
@@ -313,7 +316,8 @@ class GPSearcher(DiscreteSearcher):
                     if self.screen_more_warps:
                         moved.append(self._more_warps(i0))
                     if self.screen_warp_specialized:
-                        moved.append(self._heavy_first(i0, {}, warp_specialized(self.head_dim), self.causal))
+                        moved += [self._heavy_first(i0, {}, form, self.causal)
+                                  for form in warp_specialized(self.head_dim)]
                     chosen += [j for j in moved if j is not None and j not in chosen]
                 free[chosen] = False
         n = max(n - len(chosen), 0)
