@@ -18,6 +18,9 @@
 #                                        cold cache, 15 compile processes, SDPA after the sweep);
 #   cuda_tests LOG                       the CUDA tests of warp specialization, whole key blocks, the softmax
 #                                        scale, the Hopper knobs, varlen and the workload checks, appended to LOG;
+#   old_tree PATTERN                     a copy of the tree in /tmp/old with the kernel of
+#                                        .gpu-bundle/ab-base/flash_attn.py (an A/B's old build), printing how many of
+#                                        its lines match PATTERN (which tells the builds apart);
 #   landscape NAME TIMEOUT KEY...        every config of docs/benchmarks/NAME_space.yaml timed on each problem KEY
 #                                        (raytune_attn.exhaustive, cold cache, 15 compile processes, 20 ms of runs),
 #                                        written to $OUT/NAME_landscape.parquet.
@@ -85,6 +88,11 @@ landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/
   echo "exhaustive rc=${PIPESTATUS[0]}"
 }
 
+old_tree() {  # old_tree PATTERN
+  rm -rf /tmp/old; mkdir -p /tmp/old; cp -r raytune_attn docs /tmp/old/
+  cp .gpu-bundle/ab-base/flash_attn.py /tmp/old/raytune_attn/kernels/flash_attn.py
+  echo "old kernel: lines matching '$1': $(grep -c -- "$1" /tmp/old/raytune_attn/kernels/flash_attn.py)"
+}
 cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the softmax scale, the Hopper knobs, varlen
   # and the workload checks, in two processes (a kernel fault is sticky for the CUDA context, and would fail every
   # later test of one)

@@ -47,11 +47,6 @@ ab() {  # ab TAG ROOT [flags]: kernel_ab.py from the tree at ROOT on the D=128 a
     --variants "$VARIANTS" --out "$OUT/$PART_DIR/$1.json" --workers 15 --masks full,causal "${@:3}" 2>&1 \
     | tee "$OUT/$PART_DIR/$1.log" | grep -v "TFLOP/s" | tail -70)
 }
-old_tree() {  # a copy of the tree with the kernel of .gpu-bundle/ab-base/flash_attn.py, in /tmp/old
-  rm -rf /tmp/old; mkdir -p /tmp/old; cp -r raytune_attn docs /tmp/old/
-  cp .gpu-bundle/ab-base/flash_attn.py /tmp/old/raytune_attn/kernels/flash_attn.py
-  echo "old kernel: WHOLE_DESC lines $(grep -c WHOLE_DESC /tmp/old/raytune_attn/kernels/flash_attn.py)"
-}
 probe() {  # probe D S MASK CONFIG: one launch in its own process (the new build's Triton cache, shared with ab)
   TRITON_CACHE_DIR=/tmp/triton-ab-whole timeout 60 python3 docs/benchmarks/launch_probe.py --dim "$1" --seq "$2" \
     $([ "$3" = causal ] && echo --causal) "$4" 2>&1 | tail -2 | tee -a "$OUT/$PART_DIR/probe.log"
@@ -69,7 +64,7 @@ for part in $PART; do
       probe 128 4096 full "{$ws, \"PRE_LOAD_V\": true, $tma}"
       probe 128 512 causal "{$ws, \"PRE_LOAD_V\": true, \"REVERSE_M\": true, $tma}"
       if [ "$(grep -c ' rc=0' "$OUT/desc/probe.log")" = 3 ]; then
-        old_tree
+        old_tree WHOLE_DESC
         ab per_tile /tmp/old
         ab whole "$PWD" --baseline "$OUT/desc/per_tile.json"
         cuda_tests "$OUT/desc/cuda_tests.log"
@@ -79,7 +74,7 @@ for part in $PART; do
       (cd "$OUT" && tar -czf desc.tar.gz desc && rm -r desc) ;;
     again)
       PART_DIR=again VARIANTS=""
-      mkdir -p "$OUT/again"; old_tree
+      mkdir -p "$OUT/again"; old_tree WHOLE_DESC
       ab whole "$PWD" --masks causal --rep-ms 200
       ab per_tile /tmp/old --masks causal --rep-ms 200 --baseline "$OUT/again/whole.json"
       (cd "$OUT" && tar -czf again.tar.gz again && rm -r again) ;;
@@ -101,7 +96,7 @@ yaml.safe_dump(d, open('/tmp/grid_${d}_d128_d256.yaml', 'w'))"
       (cd "$OUT" && tar -czf final.tar.gz final && rm -r final) ;;
     abfinal)
       PART_DIR=abfinal VARIANTS=""
-      mkdir -p "$OUT/abfinal"; old_tree
+      mkdir -p "$OUT/abfinal"; old_tree WHOLE_DESC
       ab old /tmp/old --dims 128
       ab new "$PWD" --dims 128 --baseline "$OUT/abfinal/old.json"
       (cd "$OUT" && tar -czf abfinal.tar.gz abfinal && rm -r abfinal) ;;

@@ -50,7 +50,10 @@ VARIANTS = {"tma": {"USE_TMA": True}, "rev": {"REVERSE_M": True}, "pers": {"PERS
             "m64": {"BLOCK_M": 64}, "m128": {"BLOCK_M": 128}, "m256": {"BLOCK_M": 256}, "n32": {"BLOCK_N": 32},
             "n64": {"BLOCK_N": 64}, "s2": {"num_stages": 2}, "w8": {"num_warps": 8}, "s4": {"num_stages": 4},
             # Back to the split loops from a warp-specialized winner: 8 warps, no warp specialization.
-            "split8": {"WARP_SPECIALIZE": False, "SPLIT_MASK": True, "num_warps": 8}}
+            "split8": {"WARP_SPECIALIZE": False, "SPLIT_MASK": True, "num_warps": 8},
+            "nopreV": {"PRE_LOAD_V": False},
+            # The persistent grid with one Q buffer (warp-specialized forms only).
+            "pers1q": {"PERSISTENT": True, "ONE_Q_BUFFER": True}}
 TOKENS, WIDTH = 16384, 2048
 
 # Short sequences (S <= 1024), where run 13's winners came closest to SDPA flash: smaller and taller tiles, more
@@ -189,17 +192,28 @@ def report(rows: list[dict], variants: list[str]) -> None:
         print(f"{'+' + v:<12} " + " ".join(line))
 
 
+def _group(name: str) -> str:
+    """A row's config group: "winner" for the cell's winner, whatever its config; else the variant's name."""
+    return "winner" if name.startswith("winner ") else name
+
+
 def report_vs(rows: list[dict], base: list[dict]) -> None:
     """The same configs against another run's output (`--baseline`: the same cells and config names, another kernel
-    build): per config group (the winner, each variant) and head dim, the geometric mean and range of this run's
-    TFLOP/s over the baseline's."""
-    old = {(r["D"], r["causal"], r["S"], r["name"]): r["tflops"] for r in base if r.get("tflops")}
+    build; or another `--winners` artifact, whose winners are matched cell by cell whatever their configs): per config
+    group (the winner, each variant) and head dim, the geometric mean and range of this run's TFLOP/s over the
+    baseline's; then the winners' ratio cell by cell."""
+    old = {(r["D"], r["causal"], r["S"], _group(r["name"])): r["tflops"] for r in base if r.get("tflops")}
     groups = collections.defaultdict(list)
+    cells = []
     for r in rows:
-        was = old.get((r["D"], r["causal"], r["S"], r["name"]))
+        was = old.get((r["D"], r["causal"], r["S"], _group(r["name"])))
         if r.get("tflops") and was and r["config"]:
-            group = "winner" if r["name"].startswith("winner ") else r["name"]
-            groups[(group, r["D"], r["causal"])].append(r["tflops"] / was)
+            groups[(_group(r["name"]), r["D"], r["causal"])].append(r["tflops"] / was)
+            if _group(r["name"]) == "winner":
+                cells.append((r["D"], r["causal"], r["S"], was, r["tflops"], r["name"][len("winner "):]))
+    print("\nwinners against --baseline's, cell by cell: the baseline's rate -> this run's, ratio")
+    for d, causal, s, was, now, label in sorted(cells):
+        print(f"D{d} {'causal' if causal else 'full':<6} S{s:<6} {was:7.1f} -> {now:7.1f}  {now / was:6.3f}  {label}")
     print("\nagainst --baseline: this run / baseline, geo (min-max) over the sequence lengths")
     print(f"{'config':<28} {'D':>4} {'mask':<7} {'geo':>6} {'min':>6} {'max':>6}")
     for (group, d, causal), ratios in sorted(groups.items(), key=lambda kv: (kv[0][1], kv[0][2], kv[0][0])):

@@ -28,8 +28,10 @@ must be <= R.
 The Hopper knobs of issue #7 leave the bound as it is (measured, Triton 3.6 on H200, D=128 causal bf16):
 WARP_SPECIALIZE, PERSISTENT and REVERSE_M never used less shared memory than the same tile without them (the
 persistent kernel and TMA add 32 bytes of barriers; warp specialization keeps num_stages - 1 or more buffers),
-and maxnreg moves spills to local memory, not shared memory. `smem_lower_bound` therefore ignores them, which
-can only under-estimate (never reject a config that compiles).
+and maxnreg moves spills to local memory, not shared memory. ONE_Q_BUFFER (run 25) takes away the persistent
+warp-specialized form's second Q buffer, which the bound never counted (Triton 3.6, sm_90 without a GPU: 229,664
+bytes at D=256 128x64, against a bound of 131,072). `smem_lower_bound` therefore ignores them, which can only
+under-estimate (never reject a config that compiles).
 
 Registers: the fp32 accumulator [BLOCK_M, D] and score tile [BLOCK_M, BLOCK_N] over num_warps * 32 threads
 give a register estimate per thread; above 255 the compiler spills but still compiles, so registers never
