@@ -20,6 +20,7 @@ from raytune_attn.search.space import load_space, parse_space
 
 H200 = Path(__file__).parents[1] / "docs/benchmarks/h200/run7/llama_exhaustive_x4_nosync.parquet"
 W16 = Path(__file__).parents[1] / "docs/benchmarks/h200/run13/w16_landscape.parquet"
+SM90_YAML = Path(__file__).parents[1] / "search_spaces/nvidia/sm90.yaml"
 D256 = Path(__file__).parents[1] / "docs/benchmarks/h200/run13/d256_landscape.parquet"
 PARAMS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
 
@@ -193,6 +194,11 @@ def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
     assert _evals_to_98(land, 24, screen_short_causal=False, **problem) > 24
 
 
+def _sm90_doc() -> dict:
+    """The Hopper space file as parsed YAML, to vary before `parse_space`."""
+    return yaml.safe_load(SM90_YAML.read_text())
+
+
 def _form(cfg: dict) -> tuple:
     """(key block, persistent grid, one Q buffer, V preload) of a warp-specialized config."""
     return cfg["BLOCK_N"], cfg.get("PERSISTENT", False), cfg.get("ONE_Q_BUFFER", False), cfg["PRE_LOAD_V"]
@@ -217,7 +223,7 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
     study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add
     assert _added_by(study, "screen_warp_specialized", head_dim=256) == 0
     # A Hopper space without the one-Q-buffer knob (as before run 25) gets the D=256 plain-grid form only.
-    doc = yaml.safe_load((Path(__file__).parents[1] / "search_spaces/nvidia/sm90.yaml").read_text())
+    doc = _sm90_doc()
     del doc["parameters"]["ONE_Q_BUFFER"]
     doc["constraints"] = [c for c in doc["constraints"] if "ONE_Q_BUFFER" not in c]
     cfgs = make_searcher("gp", parse_space(doc), seed=0, head_dim=256, seqlen_q=4096, seqlen_k=4096).design_configs()
@@ -228,7 +234,7 @@ def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
     # Causal tiles differ in work: the layout is screened heavy-first (REVERSE_M) where the space has that config,
     # and without it where the space has none (here REVERSE_M is left with the value false only).
     sm90 = load_space("nvidia/sm90")
-    doc = yaml.safe_load((Path(__file__).parents[1] / "search_spaces/nvidia/sm90.yaml").read_text())
+    doc = _sm90_doc()
     doc["parameters"]["REVERSE_M"] = [False]
     straight_only = parse_space(doc)
     for d, s in ((256, 4096), (128, 4096), (128, 512)):

@@ -25,8 +25,8 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   loads, each the move from a default to recorded bests that one-knob steps towards them missed; and for causal
   problems whose diagonal blocks waste an eighth of the work or more (`screen_short_causal`, given `causal` and
   `seqlen_q`), SHORT_CAUSAL_MOVE: half the rows, 16 rows a warp, one stage more; and (`screen_warp_specialized`)
-  FlashAttention-3's warp-specialized layout in its form for the head dim (`warp_specialized`; heavy-first for causal
-  problems), where the space has it;
+  FlashAttention-3's warp-specialized layout in its forms for the head dim (`warp_specialized`; heavy-first for causal
+  problems), where the space has them;
   and (`screen_more_warps`) MORE_WARPS_DEEPER, twice the warps and one stage more, where the start has more than 16
   query rows a warp.
   Latin-hypercube points in the encoded coordinates, each snapped to the nearest free candidate, make up
