@@ -25,4 +25,4 @@ tune: install
 	$(PY) -m raytune_attn tune
 
 lint: install
-	$(VENV)/bin/ruff check raytune_attn tests pipelines examples
+	$(VENV)/bin/ruff check raytune_attn tests pipelines examples benchmarks

@@ -12,10 +12,10 @@ import torch
 
 import raytune_attn
 from raytune_attn import runtime
-from raytune_attn.bench import _sdpa_fn
 from raytune_attn.problem import Problem
-from raytune_attn.timing import median_ms, tflops
-from raytune_attn.workload import accept, make_workload, reference
+from raytune_attn.tune.measure.bench import _sdpa_fn
+from raytune_attn.tune.measure.timing import median_ms, tflops
+from raytune_attn.tune.measure.workload import accept, make_workload, reference
 
 
 def main(argv=None) -> int:

@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["--address", "auto", *argv]
     argv = _resolve_problems(argv)
     _ensure_importable()
-    from raytune_attn.sweep import main as sweep_main
+    from raytune_attn.tune.sweep import main as sweep_main
 
     return sweep_main(argv)
 

@@ -88,7 +88,7 @@ def build(trials, *, provenance: Mapping[str, Any] | None = None, created: str |
     `provenance` overrides the top-level provenance summary (default: the keys on which every winner agrees).
     """
     from raytune_attn import __version__
-    from raytune_attn.results import row_config
+    from raytune_attn.tune.results import row_config
 
     df = trials
     if "kind" not in df.columns:
@@ -149,7 +149,7 @@ def build(trials, *, provenance: Mapping[str, Any] | None = None, created: str |
 
 def build_from_results(path: str | os.PathLike, **kw: Any) -> dict[str, Any]:
     """`build(results.read_trials(path))`: a Parquet file or a hive-partitioned results directory."""
-    from raytune_attn.results import read_trials
+    from raytune_attn.tune.results import read_trials
 
     return build(read_trials(path), **kw)
 

@@ -93,7 +93,7 @@ def _warn_once(table_id: str, reason: str, message: str) -> None:
 def _resolve(path_or_uri: str | os.PathLike) -> Path:
     s = os.fspath(path_or_uri)
     if s.startswith(MLFLOW_SCHEMES):
-        from raytune_attn.tracking import download_artifact  # the one module that imports mlflow
+        from raytune_attn.tune.tracking import download_artifact  # the one module that imports mlflow
 
         local = Path(download_artifact(s))
     elif s.startswith("file://"):

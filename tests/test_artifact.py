@@ -2,10 +2,11 @@ import json
 
 import pytest
 
-from raytune_attn import artifact, results
-from raytune_attn.cli import main
+from raytune_attn import artifact
 from raytune_attn.config import InvalidConfig, validate_config
 from raytune_attn.problem import Problem
+from raytune_attn.tune import results
+from raytune_attn.tune.cli import main
 
 P1 = Problem(2, 4, 2, 256, 256, 64, True, "float16")
 P2 = Problem(1, 8, 8, 1024, 1024, 128, False, "bfloat16")

@@ -8,9 +8,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from raytune_attn import bench
 from raytune_attn.problem import Problem
-from raytune_attn.workload import accept, make_workload, reference, rel_err
+from raytune_attn.tune.measure import bench
+from raytune_attn.tune.measure.workload import accept, make_workload, reference, rel_err
 
 
 def _varlen(hq, hkv, causal, batch=4, s=13, d=16):

@@ -4,7 +4,8 @@ import json
 
 import pandas as pd
 
-from raytune_attn import bench, exhaustive
+from benchmarks import exhaustive
+from raytune_attn.tune.measure import bench
 
 
 def test_bench_writes_parquet_and_markdown(tmp_path):
@@ -54,8 +55,8 @@ def test_exhaustive_resume_measures_only_missing_configs(tmp_path, capsys):
 
 def test_exhaustive_remembers_compile_failures_across_problems_of_one_binary(tmp_path):
     """A config that failed to compile for one problem is not compiled again for a problem with the same binary."""
-    from raytune_attn.compile_pool import CompilePool
     from raytune_attn.problem import Problem
+    from raytune_attn.tune.measure.compile_pool import CompilePool
 
     configs = [{"BLOCK_M": 16, "BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 32, "num_warps": 3}]  # 3 warps: invalid
     a = Problem.from_key("dense-b1-hq2-hkv1-sq20-sk33-d32-causal-float32")

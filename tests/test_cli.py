@@ -10,7 +10,7 @@ import sys
 import pytest
 import typer
 
-from raytune_attn import cli
+from raytune_attn.tune import cli
 
 COMMANDS = [["tune"], ["replay"], ["export"], ["bench"], ["report"], ["space", "show"], ["doctor"]]
 
@@ -94,7 +94,7 @@ def test_bad_values_are_one_line_exit_2(argv, names, capsys, tmp_path, monkeypat
     if argv[0] == "report" and len(argv) > 1:
         from test_report import make_rows
 
-        from raytune_attn import results
+        from raytune_attn.tune import results
 
         results.write_file(make_rows(), tmp_path / "x.parquet")
     code, _, err = run_main(argv, capsys)

@@ -2,8 +2,8 @@
 
 import time
 
-from raytune_attn.compile_pool import CompilePool
 from raytune_attn.problem import Problem
+from raytune_attn.tune.measure.compile_pool import CompilePool
 
 P = Problem(batch=1, hq=2, hkv=2, seqlen_q=16, seqlen_k=16, head_dim=32, causal=False, dtype="float32")
 
@@ -31,7 +31,7 @@ def test_time_limit_kills_and_replaces_worker():
 def test_compile_actor_closes_busy_workers_in_one_shared_grace_period():
     """Six pools whose workers are busy (a fresh worker first imports torch for seconds): closing them all takes
     one grace period, not one per pool, and leaves no worker alive."""
-    from raytune_attn.sweep.actors import _Compiler
+    from raytune_attn.tune.sweep.actors import _Compiler
 
     comp = _Compiler(workers=6, timeout_s=60)
     for pool in comp._all:

@@ -272,7 +272,7 @@ def test_mlflow_server_starts_as_deployed_and_sweeps_can_reach_it(tmp_path):
                 if proc.poll() is not None or time.time() > deadline:
                     pytest.fail(f"mlflow server did not come up: {proc.stderr.read().decode()[-2000:]}")
                 time.sleep(1)
-        from raytune_attn import doctor
+        from raytune_attn.tune import doctor
 
         m = doctor.mlflow_tracking(f"http://127.0.0.1:{port}", timeout=5)
         assert m["reachable"] and m["status"] == "server healthy"

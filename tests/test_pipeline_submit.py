@@ -89,7 +89,7 @@ def head():
 
 
 def test_doctor_sees_the_head(head, capsys, monkeypatch):
-    from raytune_attn import doctor
+    from raytune_attn.tune import doctor
 
     monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
 
@@ -99,7 +99,7 @@ def test_doctor_sees_the_head(head, capsys, monkeypatch):
     d = doctor.ray_cluster(head["dashboard"], timeout=10)
     assert d["reachable"] and d["ray_version"] == __import__("ray").__version__
     # The CLI's table, the same head through $RAY_ADDRESS and "auto".
-    from raytune_attn import cli
+    from raytune_attn.tune import cli
 
     monkeypatch.setenv("RAY_ADDRESS", head["gcs"])
     assert cli.main(["doctor", "--address", "auto", "--tracking-uri", "sqlite:////nonexistent-dir/x.db"]) == 0
@@ -112,7 +112,7 @@ def test_ray_job_submit_runs_the_sweep_pipeline(head, tmp_path):
     import duckdb
     from mlflow.tracking import MlflowClient
 
-    from raytune_attn import results
+    from raytune_attn.tune import results
 
     # The job's working directory: what `ray job submit --working-dir .` uploads from a checkout, kept small.
     wd = tmp_path / "wd"
@@ -159,7 +159,7 @@ def test_ray_job_submit_runs_the_sweep_pipeline(head, tmp_path):
     assert {c.data.tags["mlflow.parentRunId"] for c in children} <= {r.info.run_id for r in parents}
 
     # And the report on what the job wrote.
-    from raytune_attn.report import report
+    from raytune_attn.tune.report import report
 
     r = report(out / "trials.parquet")
     assert "tuned (random)" in r.text and all(pth.exists() for pth in r.plots)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from raytune_attn.sweep.problems import ProblemSetError, load_problems, parse_problems
+from raytune_attn.tune.sweep.problems import ProblemSetError, load_problems, parse_problems
 
 
 def test_shipped_sets():

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from synthetic import synthetic_landscape
 
-from raytune_attn.cli import main
-from raytune_attn.search.landscape import load_landscape
-from raytune_attn.search.replay import replay
-from raytune_attn.search.synthetic import synthetic_landscape
+from raytune_attn.tune.cli import main
+from raytune_attn.tune.search.landscape import load_landscape
+from raytune_attn.tune.search.replay import replay
 
 DATA = Path(__file__).parent / "data"
 RECORDED = sorted(DATA.glob("landscape_*.parquet"))
@@ -104,8 +104,8 @@ def test_replay_counts_compile_seconds():
 
 
 def test_searcher_is_told_compile_seconds():
-    from raytune_attn.search import make_searcher
-    from raytune_attn.search.replay import run_searcher
+    from raytune_attn.tune.search import make_searcher
+    from raytune_attn.tune.search.replay import run_searcher
 
     land = load_landscape(RECORDED[0])
     s = make_searcher("gp", land.space, seed=0, head_dim=land.head_dim)
@@ -148,7 +148,7 @@ def test_replay_gp_options_and_cold_compile_flags(tmp_path, capsys):
 
 
 def test_replay_seed_start_and_module_cli(synthetic_path, tmp_path, capsys):
-    from raytune_attn.search.replay import main as replay_main
+    from raytune_attn.tune.search.replay import main as replay_main
 
     land = load_landscape(synthetic_path)
     both = replay(land, ["random"], budget=20, seeds=4)
@@ -177,8 +177,8 @@ def test_replay_cli_usage_errors(synthetic_path, capsys):
 
 
 def test_concurrent_replay_gives_distinct_configs(synthetic_path):
-    from raytune_attn.search import make_searcher
-    from raytune_attn.search.replay import run_searcher
+    from raytune_attn.tune.search import make_searcher
+    from raytune_attn.tune.search.replay import run_searcher
 
     land = load_landscape(synthetic_path)
     run = run_searcher(make_searcher("gp", land.space, seed=0), land, 24, concurrency=4)

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from raytune_attn import report, results
 from raytune_attn.problem import Problem
+from raytune_attn.tune import report, results
 
 P1 = Problem(2, 4, 2, 256, 256, 64, True, "float16")
 P2 = Problem(1, 8, 8, 512, 512, 128, False, "bfloat16")
@@ -94,7 +94,7 @@ def test_report_dataset_dir_filters_and_formats(tmp_path):
 
 
 def test_report_cli(trials_file, tmp_path, capsys):
-    from raytune_attn import cli
+    from raytune_attn.tune import cli
 
     cmd = [sys.executable, "-m", "raytune_attn", "report", str(trials_file)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from raytune_attn.search.resources import (
+from raytune_attn.kernels.resources import (
     ARCHS,
     Prefilter,
     block_d,
@@ -16,7 +16,7 @@ from raytune_attn.search.resources import (
     prefilter_report,
     smem_lower_bound,
 )  # fmt: skip
-from raytune_attn.search.space import load_space
+from raytune_attn.tune.search.space import load_space
 
 
 def cfg(bm=128, bn=64, w=4, st=2):

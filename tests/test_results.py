@@ -8,8 +8,8 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from raytune_attn import results
 from raytune_attn.problem import Problem
+from raytune_attn.tune import results
 
 P = Problem(2, 4, 2, 256, 256, 64, True, "float16")
 DOC = Path(__file__).resolve().parents[1] / "docs" / "results-schema.md"
@@ -140,7 +140,7 @@ def test_landscape_and_convergence(tmp_path):
 
 
 def test_landscape_feeds_a_search_space():
-    space_mod = pytest.importorskip("raytune_attn.search.space")
+    space_mod = pytest.importorskip("raytune_attn.tune.search.space")
     df = results.read_trials(results.write_file(sweep_rows("s1"), Path(pytest.importorskip("tempfile").mkdtemp())
                                                 / "r.parquet"))
     land = [p for p in results.landscape(df) if p["status"] == "ok"]

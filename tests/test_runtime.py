@@ -8,10 +8,11 @@ import pytest
 import torch
 import triton
 
-from raytune_attn import artifact, provenance, results, runtime
+from raytune_attn import artifact, provenance, runtime
 from raytune_attn.config import default_config, validate_config
 from raytune_attn.device import DeviceInfo, detect
 from raytune_attn.problem import Problem
+from raytune_attn.tune import results
 
 E1 = Problem(2, 4, 2, 256, 256, 64, True, "float16")
 E2 = Problem(2, 4, 2, 1024, 1024, 64, True, "float16")

@@ -12,16 +12,16 @@ import pytest
 import yaml
 
 from raytune_attn.config import default_config
-from raytune_attn.search import make_searcher
-from raytune_attn.search.gp import warp_specialized
-from raytune_attn.search.landscape import load_landscape
-from raytune_attn.search.replay import run_searcher
-from raytune_attn.search.space import load_space, parse_space
+from raytune_attn.tune.search import make_searcher
+from raytune_attn.tune.search.gp import warp_specialized
+from raytune_attn.tune.search.landscape import load_landscape
+from raytune_attn.tune.search.replay import run_searcher
+from raytune_attn.tune.search.space import load_space, parse_space
 
-H200 = Path(__file__).parents[1] / "docs/benchmarks/h200/run7/llama_exhaustive_x4_nosync.parquet"
-W16 = Path(__file__).parents[1] / "docs/benchmarks/h200/run13/w16_landscape.parquet"
+H200 = Path(__file__).parents[1] / "tests/data/h200/llama_exhaustive_x4_nosync.parquet"
+W16 = Path(__file__).parents[1] / "tests/data/h200/w16_landscape.parquet"
 SM90_YAML = Path(__file__).parents[1] / "search_spaces/nvidia/sm90.yaml"
-D256 = Path(__file__).parents[1] / "docs/benchmarks/h200/run13/d256_landscape.parquet"
+D256 = Path(__file__).parents[1] / "tests/data/h200/d256_landscape.parquet"
 PARAMS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
 
 
@@ -157,7 +157,7 @@ def test_fewer_warps_with_tma_reaches_the_d128_best_in_budget():
     assert _evals_to_98(land, 24, screen_tma=False, **problem) > 24
 
 
-SHORT = Path(__file__).parents[1] / "docs/benchmarks/h200/run18/short_landscape.parquet"
+SHORT = Path(__file__).parents[1] / "tests/data/h200/short_landscape.parquet"
 
 
 def test_the_screening_takes_the_short_causal_move_where_the_diagonal_wastes_an_eighth():

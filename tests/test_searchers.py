@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 from ray.tune.search import Searcher
 from scipy.stats import spearmanr
+from synthetic import synthetic_landscape
 
-from raytune_attn.search import SEARCHERS, make_searcher
-from raytune_attn.search.landscape import load_landscape
-from raytune_attn.search.replay import run_searcher
-from raytune_attn.search.resources import Prefilter
-from raytune_attn.search.space import load_space
-from raytune_attn.search.synthetic import synthetic_landscape
+from raytune_attn.kernels.resources import Prefilter
+from raytune_attn.tune.search import SEARCHERS, make_searcher
+from raytune_attn.tune.search.landscape import load_landscape
+from raytune_attn.tune.search.replay import run_searcher
+from raytune_attn.tune.search.space import load_space
 
 H100 = sorted((Path(__file__).parent / "data").glob("landscape_h100_*.parquet"))
 D128 = Path(__file__).parent / "data" / "landscape_h100_d128_causal_s4096.parquet"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from raytune_attn.cli import main
 from raytune_attn.config import validate_config
-from raytune_attn.search.space import SPACES_DIR, SpaceError, load_space
+from raytune_attn.tune.cli import main
+from raytune_attn.tune.search.space import SPACES_DIR, SpaceError, load_space
 
 SHIPPED = ["nvidia/sm80", "nvidia/sm90", "amd/gfx90a", "amd/gfx942", "cpu/interpreter"]
 STUDY = {"BLOCK_M": {16, 32, 64, 128, 256}, "BLOCK_N": {16, 32, 64, 128, 256}, "PRE_LOAD_V": {False, True},

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from raytune_attn.results import read_trials
+from raytune_attn.tune.results import read_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 CRASH = {"BLOCK_M": 16, "BLOCK_N": 16, "PRE_LOAD_V": False, "num_stages": 1, "SPLIT_MASK": True}  # grid's first
@@ -35,7 +35,7 @@ def hetero_cluster():
 def test_heterogeneous_placement_and_killed_worker(hetero_cluster, tmp_path, monkeypatch):
     import ray
 
-    from raytune_attn.sweep import main
+    from raytune_attn.tune.sweep import main
 
     monkeypatch.setenv("RAYTUNE_ATTN_FAKE_DEVICE", json.dumps({"H100": "nvidia:sm90:NVIDIA H100 80GB HBM3",
                                                                "MI300X": "amd:gfx942:AMD Instinct MI300X"}))

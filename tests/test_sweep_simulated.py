@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from raytune_attn.search.landscape import load_landscape
-from raytune_attn.sweep.simulate import SimulatedGPU
+from raytune_attn.tune.search.landscape import load_landscape
+from raytune_attn.tune.sweep.simulate import SimulatedGPU
 
 ROOT = Path(__file__).resolve().parents[1]
 LAND = ROOT / "tests/data/landscape_h100_d128_causal_s4096.parquet"
@@ -59,7 +59,7 @@ def fake_two_gpu_cluster():
 
 def _simulated_sweep(cluster, tmp_path, monkeypatch, *flags):
     """A sweep of two problems on the simulated H100(s) of `cluster` (budget 8 each); returns its output folder."""
-    from raytune_attn.sweep import main
+    from raytune_attn.tune.sweep import main
 
     monkeypatch.setenv("RAYTUNE_ATTN_SIMULATE", json.dumps({"landscape": str(LAND), "compile_scale": 0.02}))
     monkeypatch.setenv("RAYTUNE_ATTN_FAKE_DEVICE", "nvidia:sm90:NVIDIA H100 80GB HBM3 (simulated)")

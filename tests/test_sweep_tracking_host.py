@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from raytune_attn import results
 from raytune_attn.problem import Problem
+from raytune_attn.tune import results
 
 P = Problem(batch=1, hq=2, hkv=2, seqlen_q=64, seqlen_k=64, head_dim=32, causal=True, dtype="float32")
 PROV = {"gpu": "cpu", "vendor": "cpu", "arch": "cpu"}
@@ -31,7 +31,7 @@ def _row(trial_id: str, tflops: float, status: str = "ok") -> dict:
 def test_child_runs_logged_from_the_actor_nest_under_their_search(local_ray, tmp_path):
     from mlflow.tracking import MlflowClient
 
-    from raytune_attn.sweep.tracking_host import RemoteTracker
+    from raytune_attn.tune.sweep.tracking_host import RemoteTracker
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     t = RemoteTracker("sweep-a", uri)
@@ -56,7 +56,7 @@ def test_child_runs_logged_from_the_actor_nest_under_their_search(local_ray, tmp
 
 
 def test_a_store_mlflow_refuses_stops_the_sweep_with_its_reason(local_ray, tmp_path):
-    from raytune_attn.sweep.tracking_host import RemoteTracker
+    from raytune_attn.tune.sweep.tracking_host import RemoteTracker
 
     uri = f"file://{tmp_path / 'plain'}"  # MLflow >= 3.13 refuses a plain file store
     t = RemoteTracker("sweep-b", uri)

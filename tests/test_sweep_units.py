@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from ray.tune.search import Searcher
 
-from raytune_attn.search import load_space, make_searcher
-from raytune_attn.sweep.callbacks import row_from_result
-from raytune_attn.sweep.driver import SweepUsageError, format_summary, parse_args
-from raytune_attn.sweep.progress import Progress
-from raytune_attn.sweep.searcher import PerSearchScheduler, Search, SweepSearcher
+from raytune_attn.tune.search import load_space, make_searcher
+from raytune_attn.tune.sweep.callbacks import row_from_result
+from raytune_attn.tune.sweep.driver import SweepUsageError, format_summary, parse_args
+from raytune_attn.tune.sweep.progress import Progress
+from raytune_attn.tune.sweep.searcher import PerSearchScheduler, Search, SweepSearcher
 
 P1 = {"batch": 1, "hq": 2, "hkv": 2, "seqlen_q": 64, "seqlen_k": 64, "head_dim": 32, "causal": True,
       "dtype": "float32", "varlen": False}
@@ -172,7 +172,7 @@ def test_flags():
 
 
 def test_family_siblings_are_the_same_kernel_nearest_length_first():
-    from raytune_attn.sweep.driver import _nearest_siblings
+    from raytune_attn.tune.sweep.driver import _nearest_siblings
 
     grid = {"hq": 16, "hkv": 16, "head_dim": 128, "causal": False, "dtype": "bfloat16", "varlen": False}
     mk = lambda key, accel="H200", **p: Search(key, accel, {**grid, **p}, None, budget=1, max_concurrent=1)  # noqa: E731
@@ -186,14 +186,14 @@ def test_family_siblings_are_the_same_kernel_nearest_length_first():
 
 
 def test_cli_tune_bad_flag_exits_2(capsys):
-    from raytune_attn.cli import main
+    from raytune_attn.tune.cli import main
 
     assert main(["tune", "--rungs", "-1"]) == 2
     assert "--rungs" in capsys.readouterr().err
 
 
 def test_fake_device_hook(monkeypatch):
-    from raytune_attn.sweep.actors import fake_device
+    from raytune_attn.tune.sweep.actors import fake_device
 
     monkeypatch.setenv("RAYTUNE_ATTN_FAKE_DEVICE", json.dumps({"MI300X": "amd:gfx942:AMD Instinct MI300X"}))
     assert fake_device("MI300X")["vendor"] == "amd" and fake_device("MI300X")["arch"] == "gfx942"
@@ -241,9 +241,9 @@ class _RecordingCompiler:
 
 
 def test_prefetch_queues_each_design_then_its_neighbours_once_per_binary_and_node():
-    from raytune_attn.compile_pool import specialization
     from raytune_attn.problem import Problem
-    from raytune_attn.sweep import prefetch
+    from raytune_attn.tune.measure.compile_pool import specialization
+    from raytune_attn.tune.sweep import prefetch
 
     space = load_space("nvidia/sm90_study")
     big = {**P1, "head_dim": 128, "dtype": "bfloat16"}
@@ -293,7 +293,7 @@ class _SleepyBuilds:
 def test_compiler_serves_a_waiting_trial_before_speculative_builds_and_upgrades_a_queued_one():
     import threading
 
-    from raytune_attn.sweep.actors import _Compiler
+    from raytune_attn.tune.sweep.actors import _Compiler
 
     c = _Compiler(1, 10.0)
     c._sim = _SleepyBuilds()
@@ -342,7 +342,7 @@ def test_pre_started_search_hosts_serve_the_searches_in_order():
 
     import ray
 
-    from raytune_attn.sweep.searcher import start_hosts
+    from raytune_attn.tune.sweep.searcher import start_hosts
 
     ray.init(num_cpus=2, include_dashboard=False)
     try:
@@ -392,7 +392,7 @@ class _FakeBench:
 def test_broker_moves_a_compiled_trial_to_an_idle_gpu_of_its_node_only():
     import asyncio
 
-    from raytune_attn.sweep.actors import Broker
+    from raytune_attn.tune.sweep.actors import Broker
 
     async def scenario(nodes):
         b = Broker.__ray_actor_class__([_FakeBench("g0", hold=0.2), _FakeBench("g1")], [None, None], nodes)
@@ -417,7 +417,7 @@ def test_broker_sends_a_rung_to_the_gpu_of_its_node_whose_slot_frees_first():
     import asyncio
     import time
 
-    from raytune_attn.sweep.actors import DEPTH, Broker
+    from raytune_attn.tune.sweep.actors import DEPTH, Broker
 
     async def scenario():
         slow, fast = _FakeBench("g0", hold=0.5), _FakeBench("g1", hold=0.05)
@@ -443,7 +443,7 @@ def test_broker_sends_a_rung_to_the_gpu_of_its_node_whose_slot_frees_first():
 def test_broker_caps_a_rung_at_ten_times_the_problems_best_latency():
     import asyncio
 
-    from raytune_attn.sweep.actors import CAP_FACTOR, CAP_FLOOR_MS, Broker
+    from raytune_attn.tune.sweep.actors import CAP_FACTOR, CAP_FLOOR_MS, Broker
 
     async def scenario():
         b = Broker.__ray_actor_class__([_FakeBench("g0")], [None], ["n"])
@@ -463,7 +463,7 @@ def test_broker_caps_a_rung_at_ten_times_the_problems_best_latency():
 
 
 def test_simulated_gpu_spends_two_runs_on_a_capped_rung():
-    from raytune_attn.sweep.simulate import SimulatedGPU
+    from raytune_attn.tune.sweep.simulate import SimulatedGPU
 
     land = Path(__file__).parent / "data" / "landscape_h100_d128_causal_s4096.parquet"
     sim = SimulatedGPU(str(land), check_ms=0.0)
@@ -477,8 +477,8 @@ def test_simulated_gpu_spends_two_runs_on_a_capped_rung():
 
 
 def test_simulated_gpu_spends_one_run_on_a_rung_over_the_cap_by_more_than_a_stall(monkeypatch):
-    from raytune_attn import timing
-    from raytune_attn.sweep.simulate import SimulatedGPU
+    from raytune_attn.tune.measure import timing
+    from raytune_attn.tune.sweep.simulate import SimulatedGPU
 
     monkeypatch.setattr(timing, "STALL_MAX_MS", 5.0)  # the simulation sleeps what it models: keep it short
     land = Path(__file__).parent / "data" / "landscape_h100_d128_causal_s4096.parquet"
@@ -501,7 +501,7 @@ def test_simulated_gpu_spends_one_run_on_a_rung_over_the_cap_by_more_than_a_stal
 def test_speculator_queues_the_suggestion_then_at_most_cap_likely_configs_once_each():
     import ray
 
-    from raytune_attn.sweep.prefetch import Speculator
+    from raytune_attn.tune.sweep.prefetch import Speculator
 
     @ray.remote
     def build(seconds):
@@ -595,7 +595,7 @@ class _SerialBench:
 def test_broker_keeps_the_next_rung_queued_at_the_gpu_but_runs_one_at_a_time():
     import asyncio
 
-    from raytune_attn.sweep.actors import DEPTH, Broker
+    from raytune_attn.tune.sweep.actors import DEPTH, Broker
 
     async def scenario():
         bench = _SerialBench(hold=0.05)
@@ -620,7 +620,7 @@ def test_broker_keeps_the_next_rung_queued_at_the_gpu_but_runs_one_at_a_time():
 def test_broker_blames_the_config_that_killed_the_gpu_worker_not_the_one_queued_behind_it():
     import asyncio
 
-    from raytune_attn.sweep.actors import Broker
+    from raytune_attn.tune.sweep.actors import Broker
 
     async def scenario():
         bench = _SerialBench(hold=0.05, restart_s=0.1)

@@ -7,7 +7,7 @@ import time
 import pytest
 import torch
 
-from raytune_attn.timing import MIN_REPS, median_ms, rep_count, tflops
+from raytune_attn.tune.measure.timing import MIN_REPS, median_ms, rep_count, tflops
 
 
 def test_rep_count_spends_the_rung_budget_and_never_fewer_than_min_reps():
@@ -66,7 +66,7 @@ def test_a_host_stall_before_the_launch_does_not_cap_the_rung():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path")
 def test_gpu_median_stops_after_one_run_over_the_cap_by_more_than_a_stall(monkeypatch):
-    from raytune_attn import timing
+    from raytune_attn.tune.measure import timing
 
     calls = []
 
@@ -85,7 +85,7 @@ def test_gpu_median_stops_after_one_run_over_the_cap_by_more_than_a_stall(monkey
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="the GPU path")
 def test_graphed_replays_the_captured_work_and_refuses_a_sync():
-    from raytune_attn.timing import graphed
+    from raytune_attn.tune.measure.timing import graphed
 
     x = torch.zeros(1024, device="cuda")
     fn = lambda: x.add_(1.0)  # noqa: E731
@@ -106,7 +106,7 @@ def test_graphed_replays_the_captured_work_and_refuses_a_sync():
 def test_graphed_timing_measures_the_same_kernel_and_its_output_is_right():
     from raytune_attn.config import default_config
     from raytune_attn.problem import Problem
-    from raytune_attn.workload import accept, make_workload, reference
+    from raytune_attn.tune.measure.workload import accept, make_workload, reference
 
     p = Problem(batch=4, hq=8, hkv=2, seqlen_q=512, seqlen_k=512, head_dim=64, causal=True, dtype="bfloat16",
                 varlen=True)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from raytune_attn import artifact, provenance, results, runtime, tracking
+from raytune_attn import artifact, provenance, runtime
 from raytune_attn.problem import Problem
+from raytune_attn.tune import results, tracking
 
 P = Problem(1, 2, 2, 17, 17, 32, True, "float32")
 P2 = Problem(1, 2, 2, 64, 64, 32, True, "float32")

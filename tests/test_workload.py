@@ -5,7 +5,7 @@ from conftest import DEVICE
 from reference import attention_reference, varlen_reference
 
 from raytune_attn.problem import Problem
-from raytune_attn.workload import accept, make_workload, reference
+from raytune_attn.tune.measure.workload import accept, make_workload, reference
 
 # float32 on the CPU (the interpreter); on a GPU the kernel's float32 matmuls run in TF32, so there the kernel's
 # outputs are checked in bfloat16, the dtype sweeps run, against the acceptance rule alone.
@@ -49,7 +49,7 @@ def test_kernel_output_accepted_and_wrong_outputs_rejected():
 
 def test_run_checks_inputs_once_and_matches_the_public_entry_point(monkeypatch):
     """Timed calls must measure the kernel launch, not the varlen entry point's host read of the offsets."""
-    import raytune_attn.workload as workload
+    import raytune_attn.tune.measure.workload as workload
     from raytune_attn.api import varlen_attention
     from raytune_attn.config import InvalidConfig
 
@@ -86,7 +86,7 @@ def test_unfilled_workload_compiles_the_same_binary_without_random_inputs():
 def test_check_run_fails_rows_a_config_leaves_unwritten(monkeypatch):
     # A kernel that skips half the query rows: its output buffer is NaN-filled for the check, so the skipped rows
     # fail it (from torch.empty they could hold the previous launch's correct rows).
-    import raytune_attn.workload as workload
+    import raytune_attn.tune.measure.workload as workload
 
     real = workload.flash_attn_fwd
 

@@ -1,0 +1,110 @@
+# Shared by the GPU run scripts from run 10 on (source it from the repository root, with RUN set): unpacks the GPU
+# bundle, records the machine in $OUT/env.txt, and defines
+#   sweep NAME TIMEOUT PROBLEMS [flags]  a `raytune-attn tune` with its own cold Triton cache (KEEP_CACHE=1: the
+#                                        cache at /tmp/triton-NAME as it is), its files tarred to $OUT at its end
+#                                        (PROFILE=FILE: the driver under cProfile, written to FILE);
+#   llama NAME TIMEOUT [flags]           the Llama-3-8B prefill GP sweep (study space, budget 30, 24 trials per GPU);
+#   precompile TIMEOUT NAME...           every config a Llama search may propose built into one Triton cache
+#                                        (warm_cache.py, 31 processes), copied to each sweep NAME's cache
+#                                        (run those with KEEP_CACHE=1);
+#   paired NAME TIMEOUT GPUS PER_GPU     a Llama sweep (31 compile processes, no baselines) on CUDA_VISIBLE_DEVICES=GPUS
+#                                        with PER_GPU trials per GPU, on a copy of precompile's cache, the host
+#                                        cleared first, `vmstat -t 1` beside it in $OUT/vmstat_NAME.txt;
+#   clear_host                           stops what a sweep cut by its time limit leaves behind;
+#   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
+#                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD);
+#   tune_phases NAME                     where sweep NAME's time went, from its summary;
+#   issue7_grid DTYPE                    issue 7's grid sweep of DTYPE (bf16 or fp16) as runs 20-21 ran it (GP, budget 24,
+#                                        cold cache, 15 compile processes, SDPA after the sweep);
+#   cuda_tests LOG                       the CUDA tests of warp specialization, whole key blocks, the softmax
+#                                        scale, the Hopper knobs, varlen and the workload checks, appended to LOG;
+#   old_tree PATTERN                     a copy of the tree in /tmp/old with the kernel of
+#                                        .gpu-bundle/ab-base/flash_attn.py (an A/B's old build), printing how many of
+#                                        its lines match PATTERN (which tells the builds apart);
+#   landscape NAME TIMEOUT KEY...        every config of docs/benchmarks/NAME_space.yaml timed on each problem KEY
+#                                        (benchmarks.exhaustive, cold cache, 15 compile processes, 20 ms of runs),
+#                                        written to $OUT/NAME_landscape.parquet.
+set -u
+mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
+export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/pack
+{ nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.max.sm --format=csv,noheader
+  python3 -c "import torch, triton, ray; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'cpus', __import__('os').cpu_count())"
+  nvidia-smi topo -m; lscpu | grep -E "Model name|Socket|NUMA node"; } > "$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+
+sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
+  local name=$1 limit=$2 problems=$3; shift 3
+  [ "${KEEP_CACHE:-0}" = 1 ] || rm -rf /tmp/triton-$name
+  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 ${PROFILE:+-m cProfile -o "$PROFILE"} -m raytune_attn tune --problems "$problems" \
+    --name "$name" --out "/tmp/$name" --tracking-uri "sqlite:////tmp/$name.db" "$@" > "/tmp/$name.log" 2>&1
+  echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
+  mkdir -p "/tmp/pack/$name"; cp "/tmp/$name.log" "/tmp/$name/summary.json" "/tmp/$name/trials.parquet" \
+    "/tmp/$name/best_configs.json" "/tmp/pack/$name/" 2>/dev/null
+  # Cut short by its time limit: the rows written as trials finished (trials/) are all there is.
+  [ -f "/tmp/$name/trials.parquet" ] || cp -r "/tmp/$name/trials" "/tmp/pack/$name/" 2>/dev/null
+  (cd /tmp/pack && tar -czf "$OUT/${RUN}_$name.tar.gz" "$name")  # each sweep's files as soon as it ends
+}
+llama() {  # llama NAME TIMEOUT [extra flags]
+  local name=$1 limit=$2; shift 2
+  sweep "$name" "$limit" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 \
+    --space search_spaces/nvidia/sm90_study.yaml "$@"
+}
+precompile() {  # precompile TIMEOUT NAME...
+  local limit=$1; shift
+  rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout "$limit" python3 \
+    docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
+    | tee "$OUT/warm_cache.log"
+  for n in "$@"; do rm -rf "/tmp/triton-$n"; cp -r /tmp/triton-full "/tmp/triton-$n"; done
+}
+paired() {  # paired NAME TIMEOUT GPUS PER_GPU
+  local name=$1 limit=$2 gpus=$3 per=$4
+  rm -rf "/tmp/triton-$name"; cp -r /tmp/triton-full "/tmp/triton-$name"
+  clear_host
+  vmstat -t 1 > "$OUT/vmstat_$name.txt" & local vm=$!
+  KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=$gpus llama "$name" "$limit" --compile-workers 31 --trials-per-gpu "$per" \
+    --no-baselines
+  kill "$vm"
+}
+clear_host() {  # what a sweep cut by its time limit leaves: Ray's processes and the compile pool's workers
+  python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1; pkill -9 -f multiprocessing.spawn; sleep 2
+  echo "python processes left: $(pgrep -c python3)"
+}
+head_dim_cells() {  # head_dim_cells GRID D
+  python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/$1.yaml')); \
+d['problems'] = [p for p in d['problems'] if p['head_dim'] == $2]; d['name'] = '$1_d$2'; \
+yaml.safe_dump(d, open('/tmp/$1_d$2.yaml', 'w'))"
+}
+tune_phases() {  # tune_phases NAME
+  python3 -c "import json; s = json.load(open('/tmp/$1/summary.json')); print('$1', {k: s.get(k) for k in \
+('wall_s', 'tune_wall_s', 'configs_per_s', 'gpu_busy_fraction', 'tune_phases_s', 'trial_processes', \
+'trials_deferred', 'state_saves_s')})"
+}
+landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/NAME_space.yaml on the KEYs (cold cache)
+  local name=$1 limit=$2; shift 2
+  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m benchmarks.exhaustive --resume \
+    --space "docs/benchmarks/${name}_space.yaml" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
+    --workers 15 $(printf -- '--problem %s ' "$@") 2>&1 | tee "$OUT/${name}_landscape.log" | grep '^{' | cut -c1-400
+  echo "exhaustive rc=${PIPESTATUS[0]}"
+}
+
+old_tree() {  # old_tree PATTERN
+  rm -rf /tmp/old; mkdir -p /tmp/old; cp -r raytune_attn docs /tmp/old/
+  cp .gpu-bundle/ab-base/flash_attn.py /tmp/old/raytune_attn/kernels/flash_attn.py
+  echo "old kernel: lines matching '$1': $(grep -c -- "$1" /tmp/old/raytune_attn/kernels/flash_attn.py)"
+}
+cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the softmax scale, the Hopper knobs, varlen
+  # and the workload checks, in two processes (a kernel fault is sticky for the CUDA context, and would fail every
+  # later test of one)
+  local dense="workload or (hopper_knobs and dense) or (warp_specialized and dense) or whole_key_blocks or longest_first \
+or whole_tensor_descriptors"
+  for sel in "$dense or softmax_scale" \
+             "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
+      -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
+    echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
+  done
+}
+issue7_grid() {  # issue7_grid DTYPE
+  sweep "grid-$1" 540 "grid_$1" --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15
+}

@@ -1,0 +1,197 @@
+"""Resource pre-filter: reject configs whose shared memory cannot fit, before anything is compiled.
+
+The rule must never reject a config that compiles, so it compares a LOWER BOUND of the kernel's shared memory
+with the architecture's limit. For the FA2-style forward kernel (Q tile [BLOCK_M, D], K/V tiles [BLOCK_N, D],
+D = next power of two >= head_dim, min 16, `dtype_bytes` per element):
+
+* num_stages >= 2: Triton's software pipeliner keeps (num_stages - 1) shared-memory buffers of each pipelined
+  load in flight; K and V both feed a tl.dot, so both are pipelined:
+      smem >= (num_stages - 1) * 2 * BLOCK_N * D * dtype_bytes
+  (AMD: not yet calibrated, see `Arch.pipeline_certain`; treated like num_stages == 1.)
+* num_stages == 1: no pipelining. Only where the hardware demands it do we count a buffer: Hopper's wgmma reads
+  its B operand (K, then V) from shared memory, one tile at a time: smem >= BLOCK_N * D * dtype_bytes. On
+  Ampere and AMD the compiler may convert layouts in registers, so nothing is certain: 0.
+* Hopper (measured, Triton 3.6 on H100): the Q tile [BLOCK_M, D] also lives in shared memory (wgmma's A
+  operand): + BLOCK_M * D * dtype_bytes. Elsewhere the Q tile, the softmax's P tile and layout-conversion scratch
+  depend on the backend's choices (registers or shared memory, aliased or not), so the bound leaves them out.
+
+Calibration (tests/data/landscape_h100_d128_causal_s4096.parquet, all 450 study configs compiled on an H100):
+the bound is <= the real usage (`shared_bytes` of compiled kernels, "Required" of failed ones) for every config;
+it rejects 66 of the 78 configs that fail on shared memory and none that compiled. The real usage there is
+num_stages * (K + V) + Q for large tiles and less for small ones, so (num_stages - 1) buffers is the safe count.
+
+A compile that runs out of shared memory fails with Triton's "out of resource: shared memory, Required: R,
+Hardware limit: L"; `prefilter_report` checks the bound against a table of real compile outcomes: it must
+never reject a config that compiled and ran (false rejects = 0), and where R is in the error text the bound
+must be <= R.
+
+The Hopper knobs of issue #7 leave the bound as it is (measured, Triton 3.6 on H200, D=128 causal bf16):
+WARP_SPECIALIZE, PERSISTENT and REVERSE_M never used less shared memory than the same tile without them (the
+persistent kernel and TMA add 32 bytes of barriers; warp specialization keeps num_stages - 1 or more buffers),
+and maxnreg moves spills to local memory, not shared memory. ONE_Q_BUFFER (run 25) takes away the persistent
+warp-specialized form's second Q buffer, which the bound never counted (Triton 3.6, sm_90 without a GPU: 229,664
+bytes at D=256 128x64, against a bound of 131,072). `smem_lower_bound` therefore ignores them, which can only
+under-estimate (never reject a config that compiles).
+
+Registers: the fp32 accumulator [BLOCK_M, D] and score tile [BLOCK_M, BLOCK_N] over num_warps * 32 threads
+give a register estimate per thread; above 255 the compiler spills but still compiles, so registers never
+reject a config here (see `estimate_registers`, reported for information).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str
+    vendor: str
+    smem_bytes: int | None  # usable shared memory (LDS) per block; None = unlimited (CPU interpreter)
+    b_operand_in_smem: bool  # the MMA instruction reads its B operand from shared memory (Hopper wgmma)
+    a_operand_in_smem: bool = False  # Triton also stages the Q tile (wgmma's A operand) in shared memory
+    # Triton's pipeliner for this backend is known to keep (num_stages - 1) buffers and to fail (not shrink) when
+    # they do not fit. Measured for NVIDIA; unknown for AMD's stream pipeliner until compared with a compile
+    # table from an MI GPU, so AMD rejects nothing on stages (a false reject is the one error not allowed).
+    pipeline_certain: bool = True
+
+
+ARCHS: dict[str, Arch] = {
+    a.name: a
+    for a in (
+        Arch("sm80", "nvidia", 166912, False),  # A100: 163 KB opt-in
+        Arch("sm86", "nvidia", 101376, False),  # 99 KB
+        Arch("sm89", "nvidia", 101376, False),
+        Arch("sm90", "nvidia", 232448, True, a_operand_in_smem=True),  # H100: 227 KB opt-in
+        Arch("gfx90a", "amd", 65536, False, pipeline_certain=False),  # MI200: 64 KB LDS
+        Arch("gfx942", "amd", 65536, False, pipeline_certain=False),  # MI300
+        Arch("interpreter", "cpu", None, False),
+    )
+}
+
+
+def block_d(head_dim: int) -> int:
+    """The kernel's padded head dimension: next power of two >= head_dim, at least 16."""
+    return max(16, 1 << (int(head_dim) - 1).bit_length())
+
+
+def smem_lower_bound(config: Mapping[str, Any], arch: Arch, *, head_dim: int, dtype_bytes: int = 2) -> int:
+    """Bytes of shared memory the config needs at least (see the module docstring for the derivation)."""
+    tile = config["BLOCK_N"] * block_d(head_dim) * dtype_bytes
+    q = config["BLOCK_M"] * block_d(head_dim) * dtype_bytes if arch.a_operand_in_smem else 0
+    stages = config["num_stages"]
+    if stages >= 2 and arch.pipeline_certain:
+        return (stages - 1) * 2 * tile + q
+    return (tile if arch.b_operand_in_smem else 0) + q
+
+
+def estimate_registers(config: Mapping[str, Any], *, head_dim: int) -> int:
+    """32-bit registers per thread for the fp32 accumulator and score tiles alone (a lower bound; no spills)."""
+    threads = config["num_warps"] * 32
+    return -(-(config["BLOCK_M"] * (block_d(head_dim) + config["BLOCK_N"])) // threads)
+
+
+@dataclass(frozen=True)
+class Prefilter:
+    """Accepts or rejects configs for one architecture and problem before compiling."""
+
+    arch: Arch
+    head_dim: int = 128
+    dtype_bytes: int = 2
+
+    @classmethod
+    def for_arch(cls, arch: str, *, head_dim: int = 128, dtype_bytes: int = 2) -> Prefilter:
+        if arch not in ARCHS:
+            raise ValueError(f"unknown arch {arch!r}; known: {', '.join(ARCHS)}")
+        return cls(ARCHS[arch], head_dim, dtype_bytes)
+
+    @classmethod
+    def for_problem(cls, arch: str, head_dim: int, dtype: str) -> Prefilter:
+        """For a problem's head dim and dtype name ("float32" tiles take 4 bytes an element, the others 2)."""
+        return cls.for_arch(arch, head_dim=head_dim, dtype_bytes=4 if dtype == "float32" else 2)
+
+    def reason(self, config: Mapping[str, Any]) -> str | None:
+        """Why the config cannot compile, or None when it may."""
+        if self.arch.smem_bytes is None:
+            return None
+        need = smem_lower_bound(config, self.arch, head_dim=self.head_dim, dtype_bytes=self.dtype_bytes)
+        if need > self.arch.smem_bytes:
+            return f"needs at least {need} B of shared memory, {self.arch.name} has {self.arch.smem_bytes} B"
+        return None
+
+    def accepts(self, config: Mapping[str, Any]) -> bool:
+        return self.reason(config) is None
+
+
+_REQUIRED_RE = re.compile(r"Required:\s*(\d+)")
+_SMEM_RE = re.compile(r"shared memory|out of resource|LDS", re.IGNORECASE)
+
+
+def prefilter_report(table: pd.DataFrame, prefilter: Prefilter) -> dict[str, Any]:
+    """Accuracy of the pre-filter against real compile outcomes.
+
+    `table` has one row per config: the knob columns, `status` ("ok" for compiled and ran; anything else failed)
+    and optionally `error` or `reason` (the error text). Returns counts and the offending configs:
+    false_rejects (rejected but compiled: must be 0), caught (smem failures rejected), missed (smem failures
+    accepted), bound_above_required (configs whose bound exceeds the real usage, Triton's reported Required bytes
+    or the compiled kernel's `shared_bytes` column: must be 0).
+    """
+    if "status" not in table.columns:
+        raise ValueError("compile table needs a 'status' column ('ok' for configs that compiled and ran)")
+    knobs = [c for c in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages") if c not in table.columns]
+    if knobs:
+        raise ValueError(f"compile table lacks knob column(s) {knobs}")
+    col = next((c for c in ("error", "reason") if c in table.columns), None)
+    errors = table[col].fillna("").astype(str) if col else pd.Series("", index=table.index)
+    rep = {"configs": len(table), "compiled": 0, "failed": 0, "failed_smem": 0, "rejected": 0,
+           "false_rejects": [], "caught": 0, "missed": [], "bound_above_required": []}  # fmt: skip
+    for (_, row), err in zip(table.iterrows(), errors, strict=True):
+        cfg = {k: int(row[k]) for k in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
+        ok = row["status"] == "ok"
+        smem_fail = not ok and bool(_SMEM_RE.search(err))
+        rejected = not prefilter.accepts(cfg)
+        rep["compiled"] += ok
+        rep["failed"] += not ok
+        rep["failed_smem"] += smem_fail
+        rep["rejected"] += rejected
+        if rejected and ok:
+            rep["false_rejects"].append(cfg)
+        if smem_fail:
+            if rejected:
+                rep["caught"] += 1
+            else:
+                rep["missed"].append(cfg)
+        m = _REQUIRED_RE.search(err)
+        need = smem_lower_bound(cfg, prefilter.arch, head_dim=prefilter.head_dim, dtype_bytes=prefilter.dtype_bytes)
+        real = int(m.group(1)) if m else None
+        if real is None and ok and "shared_bytes" in table.columns and pd.notna(row["shared_bytes"]):
+            real = int(row["shared_bytes"])  # what the compiled kernel really uses
+        if real is not None and need > real:
+            rep["bound_above_required"].append({**cfg, "bound": need, "required": real})
+    return rep
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m raytune_attn.kernels.resources TABLE.parquet --arch sm90 --head-dim 128`: print the report."""
+    import argparse
+    import json
+
+    ap = argparse.ArgumentParser(description=main.__doc__)
+    ap.add_argument("table")
+    ap.add_argument("--arch", required=True, choices=sorted(ARCHS))
+    ap.add_argument("--head-dim", type=int, default=128)
+    ap.add_argument("--dtype-bytes", type=int, default=2)
+    a = ap.parse_args(argv)
+    rep = prefilter_report(pd.read_parquet(a.table), Prefilter.for_arch(a.arch, head_dim=a.head_dim,
+                                                                          dtype_bytes=a.dtype_bytes))  # fmt: skip
+    print(json.dumps(rep, indent=1))
+    return 1 if rep["false_rejects"] or rep["bound_above_required"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

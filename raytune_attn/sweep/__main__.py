@@ -1,5 +1,0 @@
-import sys
-
-from raytune_attn.sweep import main
-
-sys.exit(main())

@@ -1,0 +1,221 @@
+"""The `raytune-attn` command line. Each command imports its implementation lazily so that `--help` stays fast.
+
+A user's mistake (bad flag, file or value) exits with code 2 and a one-line message, never a traceback:
+implementations raise `UsageError` (or ValueError/FileNotFoundError for bad input) and `main` maps them.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import typer
+
+app = typer.Typer(
+    name="raytune-attn",
+    help="Bayesian-optimization autotuner for Triton flash-attention kernels, built on Ray Tune.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+space_app = typer.Typer(help="Inspect search-space files.", no_args_is_help=True)
+app.add_typer(space_app, name="space")
+
+
+class UsageError(Exception):
+    """A user's mistake: printed as one line, exit code 2."""
+
+
+@app.command("export")
+def export_cmd(
+    results_path: str = typer.Argument(..., metavar="RESULTS", help="Trials Parquet file or results directory."),
+    output: str = typer.Option("best_configs.json", "-o", "--output", help="Artifact JSON to write."),
+    accelerator_type: str = typer.Option(None, "--accelerator-type", help="Keep only this accelerator type."),
+):
+    """Build the best-configs JSON artifact (winning config per accelerator type and problem) from trial results."""
+    from raytune_attn import artifact
+    from raytune_attn.tune import results
+
+    df = results.read_trials(results_path)
+    if accelerator_type:
+        df = df[df["accelerator_type"] == accelerator_type]
+    art = artifact.build(df)
+    if not art["entries"]:
+        raise UsageError(f"{results_path}: no trial with status ok to export")
+    artifact.write(art, output)
+    print(artifact.summary(art))
+    print(f"wrote {output}")
+
+
+@app.command("bench")
+def bench_cmd(
+    grid: str = typer.Option("auto", help="standard (bf16 H100 grid), tiny (interpreter) or auto (by device)."),
+    head_dim: list[int] = typer.Option(None, "--head-dim", help="Restrict the grid to these head dims."),
+    seqlen: list[int] = typer.Option(None, "--seqlen", help="Restrict the grid to these sequence lengths."),
+    causal: str = typer.Option("both", help="both, causal or full."),
+    dtype: str = typer.Option("bfloat16", help="float16 or bfloat16 (standard grid)."),
+    config: list[str] = typer.Option(None, "--config", help="Kernel config as JSON (repeatable); default if none."),
+    out: str = typer.Option("bench.parquet", "--out", help="Parquet file; a markdown table is written beside it."),
+    rep_ms: float = typer.Option(100.0, "--rep-ms", help="Milliseconds of repetitions per timing."),
+):
+    """Time the kernel against PyTorch SDPA's flash, cuDNN and efficient backends on a grid of shapes."""
+    import json
+
+    from raytune_attn.config import validate_config
+    from raytune_attn.device import interpreter_enabled
+    from raytune_attn.tune.measure import bench
+
+    if grid not in ("auto", "standard", "tiny"):
+        raise UsageError(f"--grid must be auto, standard or tiny, got {grid!r}")
+    if causal not in ("both", "causal", "full"):
+        raise UsageError(f"--causal must be both, causal or full, got {causal!r}")
+    if grid == "auto":
+        grid = "tiny" if interpreter_enabled() else "standard"
+    masks = {"both": (False, True), "causal": (True,), "full": (False,)}[causal]
+    if grid == "tiny":
+        problems = [p for p in bench.tiny_grid() if p.causal in masks]
+    else:
+        problems = bench.standard_grid(head_dims=tuple(head_dim or (64, 128)),
+                                       seqlens=tuple(seqlen or (512, 1024, 2048, 4096, 8192, 16384)),
+                                       dtype=dtype, causal=masks)
+    configs = []
+    for c in config or []:
+        try:
+            configs.append(json.loads(c))
+        except json.JSONDecodeError as e:
+            raise UsageError(f"--config {c!r} is not JSON: {e}") from None
+        validate_config(configs[-1])  # InvalidConfig names the bad knob (exit 2)
+    df = bench.run_bench(problems, configs, out, rep_ms=rep_ms)
+    print(bench.markdown_table(df))
+    print(f"wrote {out} and {Path(out).with_suffix('.md')}")
+
+
+@app.command("tune", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+             add_help_option=False)
+def tune_cmd(ctx: typer.Context):
+    """Run a sweep with Ray Tune (embedded local cluster, or --address). `raytune-attn tune --help` lists the flags."""
+    from raytune_attn.tune.sweep import main as sweep_main
+
+    rc = sweep_main(list(ctx.args))
+    if rc:
+        raise typer.Exit(rc)
+
+
+@space_app.command("show")
+def space_show_cmd(file: str = typer.Argument(..., metavar="FILE", help="Search-space YAML (or e.g. nvidia/sm90).")):
+    """Print a search space's parameters and its size before and after constraints."""
+    from raytune_attn.tune.search.space import load_space
+
+    print(load_space(file).describe())
+
+
+@app.command("replay")
+def replay_cmd(
+    landscape: str = typer.Option(..., "--landscape", help="Parquet file: one row per config (or per trial)."),
+    searcher: list[str] = typer.Option(None, "--searcher", help="gp, random or grid (repeatable; default gp, random)."),
+    budget: int = typer.Option(40, "--budget", help="Evaluations per run."),
+    seeds: int = typer.Option(10, "--seeds", help="Runs per searcher (seeds S..S+N-1)."),
+    seed_start: int = typer.Option(0, "--seed-start", help="First seed S (another set of runs: e.g. 10)."),
+    objective: str = typer.Option("tflops", "--objective", help="Objective column, higher is better; NaN = failed."),
+    params: list[str] = typer.Option(None, "--params", help="Parameter columns (repeatable; default: all but known)."),
+    select: list[str] = typer.Option(None, "--select", help="Keep rows with COLUMN=VALUE (repeatable)."),
+    concurrency: int = typer.Option(1, "--concurrency", help="Configs asked for before any is told (parallel)."),
+    json_out: str = typer.Option(None, "--json", help="Write the summary as JSON here."),
+    gp_option: list[str] = typer.Option(None, "--gp-option", help="GP option NAME=VALUE, e.g. cost_aware=false."),
+    cold_compile: bool = typer.Option(False, "--cold-compile", help="Compile seconds: each config's largest over "
+                                      "the whole table, ignoring --select (its cold build)."),
+):
+    """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best, and the
+    compile seconds spent."""
+    from raytune_attn.tune.search.replay import replay_command
+
+    print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, seed_start=seed_start,
+                         objective=objective,
+                         params=params or [], select=select or [], concurrency=concurrency, json_out=json_out,
+                         gp_options=gp_option or [], cold_compile=cold_compile))
+    if json_out:
+        print(f"wrote {json_out}")
+
+
+@app.command("report")
+def report_cmd(
+    results_path: str = typer.Argument(..., metavar="RESULTS", help="Trials Parquet file or results directory."),
+    plots_dir: str = typer.Option(None, "--plots-dir", help="Write the PNGs here instead of beside RESULTS."),
+    no_plots: bool = typer.Option(False, "--no-plots", help="Print the tables only."),
+    accelerator_type: str = typer.Option(None, "--accelerator-type", help="Keep only this accelerator type."),
+    problem: str = typer.Option(None, "--problem", help="Keep only problem keys containing this text."),
+    fmt: str = typer.Option("table", "--format", help="table, markdown or json."),
+):
+    """Tables per problem (best config, tuned TFLOP/s, baselines, speed-up, trials, time) and PNG plots."""
+    from raytune_attn.tune.report import report
+
+    r = report(results_path, plots=not no_plots, plots_dir=plots_dir, accelerator_type=accelerator_type,
+               problem=problem, fmt=fmt)
+    print(r.text)
+    for path in r.plots:
+        print(f"wrote {path}", file=sys.stderr if fmt == "json" else sys.stdout)
+
+
+@app.command("doctor")
+def doctor_cmd(
+    address: str = typer.Option("auto", "--address", help="Ray cluster: auto, HOST:PORT or http://HOST:8265."),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow URI (default: $MLFLOW_TRACKING_URI)."),
+    json_out: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+    timeout: float = typer.Option(5.0, "--timeout", help="Seconds to wait for the Ray cluster and MLflow server."),
+):
+    """Check this machine and its cluster: GPUs and vendor, Triton/torch/Ray/MLflow versions, Ray, MLflow."""
+    from raytune_attn.tune import doctor
+
+    info = doctor.collect(address=address, tracking_uri=tracking_uri, timeout=timeout)
+    print(doctor.to_json(info) if json_out else doctor.format_table(info))
+
+
+def _click_exceptions():
+    """click's exception classes: typer >= 0.20 vendors click as `typer._click`; older typer uses click itself."""
+    mods = []
+    try:
+        from typer._click import exceptions as vendored
+
+        mods.append(vendored)
+    except ImportError:
+        pass
+    try:
+        from click import exceptions as upstream
+
+        mods.append(upstream)
+    except ImportError:
+        pass
+    from typer import exceptions as typer_exc
+
+    def pick(name):
+        return tuple(getattr(m, name) for m in mods if hasattr(m, name))
+
+    return (pick("NoArgsIsHelpError"), pick("ClickException"),
+            pick("Abort") + (getattr(typer_exc, "Abort", KeyboardInterrupt),))
+
+
+def main(argv: list[str] | None = None) -> int:
+    no_args, click_error, abort = _click_exceptions()
+    try:
+        rv = app(args=argv, standalone_mode=False, prog_name="raytune-attn")
+    except no_args as e:  # `raytune-attn` or `raytune-attn space` alone: help, as `ray` and `mlflow` do
+        print(e.format_message())
+        return 0
+    except abort:
+        print("aborted", file=sys.stderr)
+        return 130
+    except click_error as e:  # bad flags and values: one line naming the command and the flag, no usage block
+        ctx = getattr(e, "ctx", None)
+        where = ctx.command_path if ctx is not None else "raytune-attn"
+        msg = " ".join(e.format_message().split())
+        print(f"{where}: error: {msg} (see '{where} --help')", file=sys.stderr)
+        return 2
+    except (UsageError, FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError) as e:
+        msg = " ".join(str(e).split())
+        print(f"raytune-attn: error: {msg}", file=sys.stderr)
+        return 2
+    return rv if isinstance(rv, int) and not isinstance(rv, bool) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

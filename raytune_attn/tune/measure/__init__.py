@@ -1,0 +1,1 @@
+"""Measurement: workloads and their references, timing, SDPA/cuDNN baselines, the compile pool."""

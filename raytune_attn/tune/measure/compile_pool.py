@@ -1,0 +1,183 @@
+"""Parallel, time-limited JIT compilation that warms Triton's on-disk cache ahead of the GPU.
+
+Compiling a config takes ~1 s and sometimes tens of seconds, timing it ~0.1 s: a GPU that compiles its own
+configs idles most of the time. Worker processes (one per CPU core by default) compile configs without
+launching them, so they never disturb timings on the GPU; the benchmarking process then finds each binary in
+the shared TRITON_CACHE_DIR. A compile over the time limit is killed with its worker and reported invalid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import multiprocessing as mp
+import os
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+
+from raytune_attn.problem import Problem
+
+
+@dataclass
+class CompileResult:
+    problem_key: str
+    config: dict
+    status: str  # "ok" | "invalid" | "error"
+    reason: str
+    compile_s: float
+    n_regs: int | None = None
+    n_spills: int | None = None
+    shared_bytes: int | None = None
+
+
+def compile_twin(problem: Problem) -> Problem:
+    """A small problem that compiles to the same binary: Triton specializes on dtypes, constexprs and integer
+    arguments' divisibility by 16 (strides: multiples of heads x head dim, whatever the lengths), never on the
+    sequence lengths (`do_not_specialize`) or the grid. Real Llama-prefill inputs are GBs; fifteen compile
+    processes each holding one would not fit the GPU. Lengths 64 (not 1, nor 16: distinct sizes keep any
+    specialization on them the same as the real, larger ones')."""
+    return dataclasses.replace(problem, seqlen_q=min(problem.seqlen_q, 64), seqlen_k=min(problem.seqlen_k, 64))
+
+
+def specialization(problem: Problem, config: dict) -> tuple:
+    """What Triton compiles a distinct binary for: the config and the problem's compile-time constants (head dim,
+    causal, varlen, dtype, grouped heads); sequence lengths, batch and head counts are run-time arguments."""
+    return (tuple(sorted(config.items())), problem.head_dim, problem.causal, problem.varlen, problem.dtype,
+            problem.hq == problem.hkv)
+
+
+# Compile processes run at a lower CPU priority: on a node whose cores they fill, the benchmark actors' timing loops
+# (host launches of flush, spin and kernel) must not wait for a core. On two H200s with 31 compile processes on 32
+# cores, unniced compiles made the small keys' rungs take 3-4x their GPU time (run 8).
+COMPILE_NICE = 10
+
+
+def _worker(conn, device: str):
+    # Runs in a spawned process: imports torch/triton once, then compiles whatever it is sent.
+    os.nice(COMPILE_NICE)
+    from raytune_attn.config import InvalidConfig
+    from raytune_attn.tune.measure.workload import make_workload
+
+    if device == "cuda":
+        import torch
+
+        torch.empty(1, device=device)  # the CUDA context now, while the pool starts, not at the first compile
+
+    workloads: dict[str, object] = {}
+    while True:
+        msg = conn.recv()
+        if msg is None:
+            return
+        problem_dict, config = msg
+        problem = compile_twin(Problem.from_dict(problem_dict))
+        t0 = time.perf_counter()
+        try:
+            w = workloads.get(problem.key)
+            if w is None:
+                workloads.clear()
+                w = workloads[problem.key] = make_workload(problem, device=device, random=False)
+            kernel = w.compile(config)
+            meta = getattr(kernel, "metadata", None)
+            res = ("ok", "", time.perf_counter() - t0, getattr(kernel, "n_regs", None),
+                   getattr(kernel, "n_spills", None), getattr(meta, "shared", None))
+        except InvalidConfig as e:
+            res = ("invalid", str(e), time.perf_counter() - t0, None, None, None)
+        except Exception as e:  # a compiler crash or bug: the config is unusable, the pool goes on
+            res = ("error", f"{type(e).__name__}: {e}", time.perf_counter() - t0, None, None, None)
+        conn.send(res)
+
+
+class CompilePool:
+    """`workers` long-lived compile processes; `compile(problem, configs)` yields results as they finish."""
+
+    def __init__(self, workers: int | None = None, *, timeout_s: float = 120.0, device: str | None = None):
+        import torch
+
+        self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
+        self.timeout_s = timeout_s
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self._ctx = mp.get_context("spawn")  # never fork a process that holds a CUDA context
+        self._procs: list = []
+
+    def _spawn(self):
+        parent, child = self._ctx.Pipe()
+        p = self._ctx.Process(target=_worker, args=(child, self.device), daemon=True)
+        p.start()
+        child.close()
+        return p, parent
+
+    def start(self, n: int | None = None) -> None:
+        """Spawn the workers now (at most `n` in all), rather than at the first compile. Each one imports torch and
+        Triton (a few CPU seconds); started lazily, the sweep's 31 compile processes did that in the seconds Tune
+        starts its trial processes, all on the same cores (run 14: the host at 100% for ~9 s from Tune's start)."""
+        limit = self.workers if n is None else min(self.workers, n)
+        while len(self._procs) < limit:
+            self._procs.append(self._spawn())
+
+    def compile(self, problem: Problem, configs: Iterable[dict]) -> Iterator[CompileResult]:
+        todo = list(configs)
+        self.start(len(todo))
+        busy: dict[int, tuple[dict, float]] = {}  # worker index -> (config, start time)
+        while todo or busy:
+            for i, (_, conn) in enumerate(self._procs):
+                if i not in busy and todo:
+                    cfg = todo.pop(0)
+                    conn.send((problem.to_dict(), cfg))
+                    busy[i] = (cfg, time.perf_counter())
+            conns = {self._procs[i][1]: i for i in busy}
+            # Wake at the nearest deadline: a result that arrives after its limit is over it, even when it comes
+            # before the pool looks again.
+            first_due = min(t0 + self.timeout_s for _, t0 in busy.values()) - time.perf_counter()
+            for conn in wait(list(conns), timeout=max(0.0, min(1.0, first_due))):
+                i = conns[conn]
+                cfg, t0 = busy.pop(i)
+                try:
+                    status, reason, secs, regs, spills, shared = conn.recv()
+                except EOFError:  # the worker died (a compiler segfault): replace it
+                    self._replace(i)
+                    status, reason, secs, regs, spills, shared = "error", "compile worker died", 0.0, None, None, None
+                took = time.perf_counter() - t0
+                if status == "ok" and took > self.timeout_s:
+                    status, reason, secs = "invalid", f"compile exceeded {self.timeout_s:.0f} s", took
+                yield CompileResult(problem.key, cfg, status, reason, secs, regs, spills, shared)
+            now = time.perf_counter()
+            for i, (cfg, t0) in list(busy.items()):
+                if now - t0 > self.timeout_s:
+                    busy.pop(i)
+                    self._replace(i)
+                    yield CompileResult(problem.key, cfg, "invalid", f"compile exceeded {self.timeout_s:.0f} s",
+                                        now - t0)
+
+    def _replace(self, i: int):
+        proc, conn = self._procs[i]
+        proc.kill()
+        proc.join(5)
+        conn.close()
+        self._procs[i] = self._spawn()
+
+    def request_stop(self) -> None:
+        """Ask each worker to exit once its current compile is done (close() then waits for them)."""
+        for _, conn in self._procs:
+            try:
+                conn.send(None)
+            except (BrokenPipeError, OSError):
+                pass
+
+    def close(self, timeout_s: float = 5.0):
+        """Stop the workers: each gets until `timeout_s` from now to finish its compile, then is killed."""
+        self.request_stop()
+        deadline = time.monotonic() + timeout_s
+        for proc, conn in self._procs:
+            proc.join(max(0.0, deadline - time.monotonic()))
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1)
+            conn.close()
+        self._procs = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

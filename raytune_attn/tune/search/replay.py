@@ -1,0 +1,198 @@
+"""Replay: measure searchers on a recorded landscape, without a GPU.
+
+Each searcher is driven through the same Ray Tune Searcher interface as a live sweep (`suggest`, then
+`on_trial_complete` with the recorded value and compile seconds, or status "invalid" for a failed config),
+`budget` evaluations per run, one run per seed (`seed_start` .. `seed_start + seeds - 1`). For each run we record
+after how many evaluations the best value found first reaches 95% and 98% of the landscape's best (budget + 1 when
+it never does within the budget), the best value found, and the cold compile seconds spent (the landscape's
+`compile_s`, see landscape.py; 0 for a config without one) until reaching 98% and over the whole budget. Each
+config's compile counts once, failed configs included. A run that never reaches 98% counts its whole budget's
+compile seconds there, a lower bound like budget + 1 evaluations.
+With `concurrency` > 1, the searcher is asked for that many configs before any of them is told (a batch of
+parallel trials), as Ray Tune does with concurrent trials.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from raytune_attn.tune.search import make_searcher
+from raytune_attn.tune.search.base import DiscreteSearcher
+from raytune_attn.tune.search.gp import GPSearcher
+from raytune_attn.tune.search.landscape import Landscape, load_landscape
+
+THRESHOLDS = (0.95, 0.98)
+
+
+@dataclass(frozen=True)
+class Run:
+    trace: list[float]  # best value found after each evaluation (NaN until the first success)
+    configs: list[dict]
+    compile_s: list[float] = field(default_factory=list)  # cold compile seconds spent by each evaluation
+
+    def evals_to(self, target: float, budget: int) -> int:
+        for k, v in enumerate(self.trace, start=1):
+            if v >= target:
+                return k
+        return budget + 1
+
+    def compile_to(self, target: float) -> float:
+        """Compile seconds spent until the best value first reaches `target` (the whole run's when it never does)."""
+        return float(sum(self.compile_s[: self.evals_to(target, len(self.trace))]))
+
+
+def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, *, concurrency: int = 1) -> Run:
+    """Drive one searcher for `budget` evaluations on the landscape; return the best-so-far trace."""
+    best, trace, configs, compile_s, built = -math.inf, [], [], [], set()
+    n = 0
+    while n < budget:
+        batch = []
+        for _ in range(min(concurrency, budget - n)):
+            tid = f"trial_{n + len(batch):05d}"
+            cfg = searcher.suggest(tid)
+            if cfg is None or cfg == searcher.FINISHED:
+                break
+            batch.append((tid, cfg))
+        if not batch:
+            break
+        for tid, cfg in batch:
+            v, key = landscape.value(cfg), landscape.space.key(cfg)
+            secs = 0.0 if key in built else landscape.compile_seconds(cfg)  # a second build is a cache load
+            built.add(key)
+            if np.isfinite(v):
+                searcher.on_trial_complete(tid, {landscape.objective: v, "status": "ok", "compile_s": secs,
+                                                 "config": cfg})  # fmt: skip
+                best = max(best, v)
+            else:
+                searcher.on_trial_complete(tid, {"status": "invalid", "compile_s": secs, "config": cfg})
+            trace.append(best if best > -math.inf else float("nan"))
+            configs.append(cfg)
+            compile_s.append(secs)
+        n += len(batch)
+    return Run(trace, configs, compile_s)
+
+
+def replay(
+    landscape: Landscape,
+    searchers: Sequence[str],
+    *,
+    budget: int = 40,
+    seeds: int = 10,
+    seed_start: int = 0,
+    concurrency: int = 1,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, dict]:
+    """Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...}, "best_at_budget": {"median"},
+    "compile_s_to_98": {"median", "max"}, "compile_s_total": {"median", "max"}}."""
+    if budget < 1 or seeds < 1:
+        raise ValueError("--budget and --seeds must be at least 1")
+    if seed_start < 0:
+        raise ValueError("--seed-start must be at least 0")
+    best = landscape.best
+    out = {}
+    for name in searchers:
+        runs = []
+        for seed in range(seed_start, seed_start + seeds):
+            opts = dict((options or {}).get(name, {}))
+            if name == "gp" and landscape.head_dim is not None:
+                opts.setdefault("head_dim", landscape.head_dim)  # the GP starts from the default config
+            s = make_searcher(name, landscape.space, metric=landscape.objective, seed=seed, **opts)
+            runs.append(run_searcher(s, landscape, budget, concurrency=concurrency))
+        summary: dict[str, Any] = {}
+        for p in THRESHOLDS:
+            evals = [r.evals_to(p * best, budget) for r in runs]
+            summary[f"evals_to_{round(p * 100)}"] = {"median": float(np.median(evals)), "max": int(max(evals))}
+        finals = [r.trace[-1] if r.trace else float("nan") for r in runs]
+        summary["best_at_budget"] = {"median": float(np.nanmedian(finals)) if np.isfinite(finals).any() else None}
+        for k, secs in (("compile_s_to_98", [r.compile_to(0.98 * best) for r in runs]),
+                        ("compile_s_total", [sum(r.compile_s) for r in runs])):  # fmt: skip
+            summary[k] = {"median": round(float(np.median(secs)), 1), "max": round(float(max(secs)), 1)}
+        out[name] = summary
+    return out
+
+
+def format_table(summary: Mapping[str, Mapping], landscape: Landscape) -> str:
+    best = landscape.best
+    lines = [
+        f"landscape: {landscape.space.source}  configs {len(landscape.values)}  best {best:.4g} {landscape.objective}",
+        f"{'searcher':<10} {'to95 med':>8} {'to95 max':>8} {'to98 med':>8} {'to98 max':>8} {'best@budget med':>16}"
+        f" {'compile s to98 med':>18} {'compile s total med':>19}",
+    ]
+    for name, s in summary.items():
+        b = s["best_at_budget"]["median"]
+        bb = f"{b:.4g} ({b / best:.1%})" if b is not None else "-"
+        lines.append(
+            f"{name:<10} {s['evals_to_95']['median']:>8g} {s['evals_to_95']['max']:>8d} "
+            f"{s['evals_to_98']['median']:>8g} {s['evals_to_98']['max']:>8d} {bb:>16} "
+            f"{s['compile_s_to_98']['median']:>18.1f} {s['compile_s_total']['median']:>19.1f}"
+        )
+    return "\n".join(lines)
+
+
+def replay_command(
+    landscape: str,
+    searchers: Sequence[str],
+    *,
+    budget: int = 40,
+    seeds: int = 10,
+    seed_start: int = 0,
+    objective: str = "tflops",
+    params: Sequence[str] | None = None,
+    select: Sequence[str] = (),
+    concurrency: int = 1,
+    json_out: str | None = None,
+    gp_options: Sequence[str] = (),
+    cold_compile: bool = False,
+) -> str:
+    """What `raytune-attn replay` runs; returns the printed table."""
+    sel = {}
+    for item in select:
+        col, sep, val = item.partition("=")
+        if not sep or not col:
+            raise ValueError(f"--select takes COLUMN=VALUE, got {item!r}")
+        sel[col] = val
+    opts = {}
+    known = inspect.signature(GPSearcher).parameters
+    for item in gp_options:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--gp-option takes NAME=VALUE, got {item!r}")
+        if key not in known or key in ("space", "kw"):
+            raise ValueError(f"unknown GP option {key!r}")
+        try:
+            opts[key] = json.loads(val)  # numbers, true/false, lists; anything else is a string
+        except json.JSONDecodeError:
+            opts[key] = val
+        # A switch given "yes" or 1 would be true to bool() whatever was meant (causal=no, screen_scale=0).
+        if isinstance(known[key].default, bool) and not isinstance(opts[key], bool):
+            raise ValueError(f"GP option {key} takes true or false, got {val!r}")
+    land = load_landscape(landscape, objective=objective, params=list(params) or None, select=sel,
+                          cold_compile=cold_compile)  # fmt: skip
+    names = list(searchers) or ["gp", "random"]
+    summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
+                     options={"gp": opts})  # fmt: skip
+    if json_out:
+        Path(json_out).write_text(json.dumps(summary, indent=2) + "\n")
+    return format_table(summary, land)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m raytune_attn.tune.search.replay ...`: `raytune-attn replay ...` (same flags, and bad input as one line
+    with exit status 2)."""
+    import sys
+
+    from raytune_attn.tune.cli import main as cli_main
+
+    return cli_main(["replay", *(sys.argv[1:] if argv is None else argv)])
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

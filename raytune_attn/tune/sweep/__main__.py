@@ -1,0 +1,5 @@
+import sys
+
+from raytune_attn.tune.sweep import main
+
+sys.exit(main())

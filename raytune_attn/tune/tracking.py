@@ -1,0 +1,303 @@
+"""MLflow tracking of sweeps: the ONLY module of raytune-attn that imports mlflow. It does not import Ray.
+
+Layout: one MLflow experiment per sweep name; one parent run per (accelerator type, problem) search; one nested
+child run per trial (tag `mlflow.parentRunId`), so the UI's run table groups trials under their search and
+"Compare" works on either level.
+
+- child run: params = config knobs; metrics `tflops` and `latency_ms` per rung (step = rung), `compile_s`,
+  `bench_s`, `wall_time_s`; tags `status`, `reason`, `trial_id`, `problem_key`, `accelerator_type`.
+- parent run: tags = provenance (gpu, vendor, arch, driver, cuda/rocm, triton, torch, raytune-attn versions,
+  kernel source hash, hostname) and `searcher` + `searcher.<setting>`; params = problem fields and searcher
+  settings; metric `best_tflops_so_far` (step = trials so far) while the search runs; at the end params
+  `best.<knob>`, metrics `best_tflops`, `best_latency_ms`, `baseline_tflops.<impl>`, `best_baseline_tflops`,
+  `speedup_vs_baseline`, `n_trials`, `n_ok`, ...; artifacts `best_config.json`, `convergence.png` (best so far
+  against trials and wall time), `trials.parquet` (this search's rows) and the best-configs artifact.
+
+All calls go through `MlflowClient` with explicit run ids (no global active run), from the driver: a sweep calls
+`log_trial` when Ray reports a trial finished, never inside the benchmark.
+
+Tracking URI: the `tracking_uri` argument, else $MLFLOW_TRACKING_URI, else `sqlite:///mlflow.db` in the working
+directory (embedded, artifacts in ./mlruns).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlflow
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+
+from raytune_attn.artifact import float_or_none
+from raytune_attn.config import KNOBS
+from raytune_attn.problem import Problem
+from raytune_attn.tune.tracking_uri import DEFAULT_DB, resolve_tracking_uri  # noqa: F401 - part of this module's API
+
+_MAX_TAG = 5000
+_MAX_PARAM = 6000
+
+
+def download_artifact(uri: str, dst: str | os.PathLike | None = None, tracking_uri: str | None = None) -> str:
+    """Download a `runs:/`, `models:/` or `mlflow-artifacts:/` URI to a local path (used by `runtime`)."""
+    dst = str(dst) if dst is not None else tempfile.mkdtemp(prefix="raytune-attn-configs-")
+    return mlflow.artifacts.download_artifacts(
+        artifact_uri=uri, dst_path=dst, tracking_uri=resolve_tracking_uri(tracking_uri)
+    )
+
+
+def _ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _s(v: Any, limit: int = _MAX_TAG) -> str:
+    s = "" if v is None else (str(v).lower() if isinstance(v, bool) else str(v))
+    return s[:limit]
+
+
+@dataclass
+class SearchHandle:
+    """A running search: its parent run and what `log_trial` accumulates for it."""
+
+    run_id: str
+    experiment_id: str
+    accelerator_type: str
+    problem: Problem
+    t0: float = field(default_factory=time.time)
+    n_trials: int = 0
+    best_tflops: float | None = None
+    trial_runs: dict[str, str] = field(default_factory=dict)  # trial_id -> child run id
+
+
+_STATUS_TO_RUN = {"ok": "FINISHED", "stopped": "FINISHED", "invalid": "FINISHED", "error": "FAILED"}
+
+
+class SweepTracker:
+    """Logs a sweep to MLflow. `experiment` is the sweep name."""
+
+    def __init__(self, experiment: str, tracking_uri: str | None = None):
+        self.tracking_uri = resolve_tracking_uri(tracking_uri)
+        self.client = MlflowClient(tracking_uri=self.tracking_uri)
+        self.experiment = experiment
+        self.experiment_id = self._experiment_id(experiment)
+
+    def _experiment_id(self, name: str) -> str:
+        exp = self.client.get_experiment_by_name(name)
+        if exp is not None:
+            if exp.lifecycle_stage == "deleted":
+                self.client.restore_experiment(exp.experiment_id)
+            return exp.experiment_id
+        location = None
+        if self.tracking_uri.startswith("sqlite:///") and not os.environ.get("MLFLOW_ARTIFACT_ROOT"):
+            # Embedded store: keep artifacts next to the database instead of wherever the process runs.
+            location = (Path(self.tracking_uri[len("sqlite:///"):]).parent / "mlruns").resolve().as_uri()
+        try:
+            return self.client.create_experiment(name, artifact_location=location)
+        except mlflow.exceptions.MlflowException:  # created concurrently by another driver
+            exp = self.client.get_experiment_by_name(name)
+            if exp is None:
+                raise
+            return exp.experiment_id
+
+    # ------------------------------------------------------------------------------------------ a search
+
+    def start_search(
+        self,
+        accel_type: str,
+        problem: Problem | str,
+        provenance: Mapping[str, Any],
+        searcher_settings: Mapping[str, Any] | None = None,
+        *,
+        run_name: str | None = None,
+    ) -> SearchHandle:
+        """Open the parent run of one (accelerator type, problem) search."""
+        p = problem if isinstance(problem, Problem) else Problem.from_key(problem)
+        settings = dict(searcher_settings or {})
+        tags = {k: _s(v) for k, v in provenance.items()}
+        tags.update({
+            "accelerator_type": accel_type,
+            "problem_key": p.key,
+            "raytune_attn.role": "search",
+            "searcher": _s(settings.get("searcher", settings.get("name", ""))),
+        })
+        tags.update({f"searcher.{k}": _s(v) for k, v in settings.items()})
+        run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name or f"{accel_type}/{p.key}")
+        params = [Param(k, _s(v, _MAX_PARAM)) for k, v in p.to_dict().items()]
+        params += [Param(f"searcher.{k}", _s(v, _MAX_PARAM)) for k, v in settings.items()]
+        params.append(Param("problem_key", p.key))
+        self.client.log_batch(run.info.run_id, params=params)
+        return SearchHandle(run.info.run_id, self.experiment_id, accel_type, p)
+
+    def log_trial(
+        self,
+        handle: SearchHandle,
+        row: Mapping[str, Any],
+        rung_metrics: Iterable[Mapping[str, Any]] | Mapping[int, Mapping[str, Any]] | None = None,
+    ) -> str:
+        """Log one finished trial as a child run; returns its run id.
+
+        `row` is a `results.trial_row(...)` dict (or any mapping with the knob, status and metric keys);
+        `rung_metrics` the per-rung results, as `[{"rung": 0, "tflops": ..., "latency_ms": ...}, ...]` or
+        `{0: {"tflops": ..., "latency_ms": ...}, ...}`; without it, the row's final values are logged at its rung.
+        """
+        now = _ms()
+        trial_id = _s(row.get("trial_id")) or f"trial-{handle.n_trials}"
+        status = _s(row.get("status")) or "ok"
+        tags = {
+            "mlflow.parentRunId": handle.run_id,
+            "raytune_attn.role": "trial",
+            "trial_id": trial_id,
+            "status": status,
+            "reason": _s(row.get("reason")),
+            "problem_key": handle.problem.key,
+            "accelerator_type": handle.accelerator_type,
+        }
+        run = self.client.create_run(handle.experiment_id, tags=tags, run_name=trial_id)
+        run_id = run.info.run_id
+        params = [Param(k, _s(row[k])) for k in KNOBS if row.get(k) is not None and row.get(k) == row.get(k)]
+        metrics = []
+        if rung_metrics is None:
+            step = row.get("rung")
+            step = 0 if step is None or step != step else int(step)
+            rung_metrics = [{"rung": step, "tflops": row.get("tflops"), "latency_ms": row.get("latency_ms")}]
+        elif isinstance(rung_metrics, Mapping):
+            rung_metrics = [{"rung": r, **m} for r, m in rung_metrics.items()]
+        for m in rung_metrics:
+            step = int(m.get("rung", 0))
+            for name in ("tflops", "latency_ms"):
+                v = float_or_none(m.get(name))
+                if v is not None:
+                    metrics.append(Metric(name, v, now, step))
+        for name in ("compile_s", "bench_s", "wall_time_s"):
+            v = float_or_none(row.get(name))
+            if v is not None:
+                metrics.append(Metric(name, v, now, 0))
+        self.client.log_batch(run_id, metrics=metrics, params=params)
+        self.client.set_terminated(run_id, _STATUS_TO_RUN.get(status, "FINISHED"))
+        handle.n_trials += 1
+        handle.trial_runs[trial_id] = run_id
+        tf = float_or_none(row.get("tflops"))
+        if status == "ok" and tf is not None and (handle.best_tflops is None or tf > handle.best_tflops):
+            handle.best_tflops = tf
+        if handle.best_tflops is not None:
+            self.client.log_batch(handle.run_id, metrics=[
+                Metric("best_tflops_so_far", handle.best_tflops, now, handle.n_trials)
+            ])
+        return run_id
+
+    def finish_search(
+        self,
+        handle: SearchHandle,
+        best: Mapping[str, Any] | None,
+        baselines: Mapping[str, Any] | None,
+        trials_df=None,
+        artifact_path: str | os.PathLike | None = None,
+        *,
+        status: str = "FINISHED",
+    ) -> None:
+        """Close the parent run: the best config and its tflops, the baselines (impl -> tflops), the convergence
+        plot and the trials Parquet (from `trials_df`, this search's rows), and the best-configs artifact.
+
+        `best` is `{"config": {...}, "tflops": x, "latency_ms": y, "trial_id": ...}` or None (no valid trial).
+        """
+        from raytune_attn.tune import results
+
+        rid = handle.run_id
+        now = _ms()
+        metrics, params, tags = [], [], []
+        if best:
+            params += [Param(f"best.{k}", _s(v)) for k, v in dict(best.get("config") or {}).items()]
+            for name in ("tflops", "latency_ms"):
+                v = float_or_none(best.get(name))
+                if v is not None:
+                    metrics.append(Metric(f"best_{name}", v, now, 0))
+            if best.get("trial_id"):
+                tags.append(RunTag("best_trial_id", _s(best["trial_id"])))
+        base = {k: float_or_none(v) for k, v in dict(baselines or {}).items()}
+        base = {k: v for k, v in base.items() if v is not None}
+        for impl, v in base.items():
+            metrics.append(Metric(f"baseline_tflops.{impl}", v, now, 0))
+        if base:
+            impl, v = max(base.items(), key=lambda kv: kv[1])
+            metrics.append(Metric("best_baseline_tflops", v, now, 0))
+            tags.append(RunTag("best_baseline_impl", impl))
+            bt = float_or_none(best.get("tflops")) if best else None
+            if bt is not None and v > 0:
+                metrics.append(Metric("speedup_vs_baseline", bt / v, now, 0))
+        if trials_df is not None and len(trials_df):
+            t = trials_df[trials_df["kind"] == "trial"] if "kind" in trials_df.columns else trials_df
+            metrics.append(Metric("n_trials", float(len(t)), now, 0))
+            for st in results.STATUSES:
+                metrics.append(Metric(f"n_{st}", float((t["status"] == st).sum()), now, 0))
+        metrics.append(Metric("search_wall_s", time.time() - handle.t0, now, 0))
+        self.client.log_batch(rid, metrics=metrics, params=params, tags=tags)
+        with tempfile.TemporaryDirectory(prefix="raytune-attn-mlflow-") as tmp:
+            tmp = Path(tmp)
+            if best:
+                (tmp / "best_config.json").write_text(json.dumps(dict(best), indent=2, sort_keys=True, default=str))
+                self.client.log_artifact(rid, str(tmp / "best_config.json"))
+            if trials_df is not None and len(trials_df):
+                results.write_file(trials_df, tmp / "trials.parquet")
+                self.client.log_artifact(rid, str(tmp / "trials.parquet"))
+                results.plot_convergence(trials_df, tmp / "convergence.png",
+                                         title=f"{handle.accelerator_type} {handle.problem.key}")
+                self.client.log_artifact(rid, str(tmp / "convergence.png"))
+        if artifact_path is not None:
+            self.client.log_artifact(rid, str(artifact_path))
+        self.client.set_terminated(rid, status)
+
+    def abort_search(self, handle: SearchHandle, reason: str = "") -> None:
+        """Mark a search that ended by an exception as FAILED."""
+        if reason:
+            self.client.set_tag(handle.run_id, "abort_reason", _s(reason))
+        self.client.set_terminated(handle.run_id, "FAILED")
+
+    # ------------------------------------------------------------------------------------------ after the fact
+
+    def log_results(
+        self,
+        trials_df,
+        *,
+        searcher_settings: Mapping[str, Any] | None = None,
+        artifact_path: str | os.PathLike | None = None,
+    ) -> dict[tuple[str, str], str]:
+        """Log a whole results table (`results.read_trials`): one search per (accelerator type, problem key), its
+        trial rows as children, its baseline rows as baselines. Returns {(accel, problem_key): parent run id}."""
+        from raytune_attn.tune import results
+
+        out = {}
+        df = trials_df
+        for (accel, key), g in df.groupby(["accelerator_type", "problem_key"], sort=True, dropna=False):
+            trials = g[g["kind"] == "trial"]
+            if "timestamp" in trials.columns:
+                trials = trials.sort_values("timestamp", kind="stable")
+            recs = trials.to_dict("records")
+            prov = {c: recs[0].get(c) if recs else g.iloc[0][c] for c in results.PROVENANCE_COLUMNS}
+            prov = {k: ("" if v is None or v != v else v) for k, v in prov.items()}
+            settings = dict(searcher_settings or {})
+            if recs and "searcher" not in settings and recs[0].get("searcher") == recs[0].get("searcher"):
+                settings["searcher"] = recs[0].get("searcher")
+            h = self.start_search(str(accel), key, prov, settings)
+            for r in recs:
+                self.log_trial(h, r)
+            ok = [r for r in recs if r["status"] == "ok" and float_or_none(r.get("tflops")) is not None]
+            best = None
+            if ok:
+                b = max(ok, key=lambda r: float_or_none(r["tflops"]))
+                best = {"config": results.row_config(b), "tflops": float_or_none(b["tflops"]),
+                        "latency_ms": float_or_none(b.get("latency_ms")), "trial_id": b["trial_id"]}
+            bl = g[(g["kind"] == "baseline") & (g["status"] == "ok")]
+            baselines = {}
+            for r in bl.to_dict("records"):
+                v = float_or_none(r.get("tflops"))
+                if v is not None and v > baselines.get(r["impl"], -1.0):
+                    baselines[r["impl"]] = v
+            self.finish_search(h, best, baselines, g, artifact_path)
+            out[(str(accel), key)] = h.run_id
+        return out
