@@ -19,7 +19,8 @@ Layout (schema_version 1)::
       "checksum": "sha256:<hex of the canonical JSON of every other top-level key>"
     }
 
-One entry per (accelerator type, problem key): the fastest trial with status "ok". Canonical JSON is
+One entry per (accelerator type, problem key): its winner as `raytune_attn.tune.winners` picks it (this core module
+only lays the artifact out, checks and reads it; it never imports the tuner). Canonical JSON is
 `json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)` in UTF-8.
 """
 
@@ -81,56 +82,12 @@ def _str(v: Any) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
-def build(trials, *, provenance: Mapping[str, Any] | None = None, created: str | None = None) -> dict[str, Any]:
-    """Build the artifact from a results DataFrame (`results.read_trials`): trial rows pick the winners, baseline
-    rows (kind "baseline", status "ok") of the same accelerator type and problem give `baseline_tflops`.
-
-    `provenance` overrides the top-level provenance summary (default: the keys on which every winner agrees).
-    """
+def assemble(entries: list[dict[str, Any]], *, provenance: Mapping[str, Any] | None = None,
+             created: str | None = None) -> dict[str, Any]:
+    """The artifact around its entries (picked by the tuner: `raytune_attn.tune.winners.build_artifact`), with its
+    checksum. `provenance` defaults to the keys on which every entry agrees ("" where they differ)."""
     from raytune_attn import __version__
-    from raytune_attn.tune.results import row_config
 
-    df = trials
-    if "kind" not in df.columns:
-        raise ValueError("trials table has no 'kind' column: not a raytune-attn results table")
-    entries = []
-    trial_rows = df[df["kind"] == "trial"]
-    base_rows = df[(df["kind"] == "baseline") & (df["status"] == "ok")]
-    baselines: dict[tuple[str, str], tuple[float, str]] = {}
-    for r in base_rows.to_dict("records"):
-        t = float_or_none(r.get("tflops"))
-        if t is None:
-            continue
-        k = (_str(r["accelerator_type"]), r["problem_key"])
-        if k not in baselines or t > baselines[k][0]:
-            baselines[k] = (t, _str(r.get("impl")))
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for r in trial_rows.to_dict("records"):
-        groups.setdefault((_str(r["accelerator_type"]), r["problem_key"]), []).append(r)
-    for (accel, key), rows in sorted(groups.items()):
-        ok = [r for r in rows if r["status"] == "ok" and float_or_none(r.get("tflops")) is not None]
-        if not ok:
-            continue
-        # Fastest first; ties go to the lower latency, then the earlier trial id, so the choice is deterministic.
-        best = min(ok, key=lambda r: (-float_or_none(r["tflops"]), float_or_none(r.get("latency_ms")) or math.inf,
-                                      _str(r["trial_id"])))
-        entry: dict[str, Any] = {"accelerator_type": accel}
-        entry.update({p: _str(best.get(p)) for p in ENTRY_PROVENANCE})
-        problem = Problem.from_key(key)
-        base = baselines.get((accel, key))
-        entry.update({
-            "problem_key": key,
-            "problem": problem.to_dict(),
-            "config": row_config(best),
-            "tflops": float_or_none(best["tflops"]),
-            "latency_ms": float_or_none(best.get("latency_ms")),
-            "baseline_tflops": base[0] if base else None,
-            "baseline_impl": base[1] if base else None,
-            "n_trials": len(rows),
-            "trial_id": _str(best.get("trial_id")),
-            "sweep_id": _str(best.get("sweep_id")),
-        })
-        entries.append(entry)
     if provenance is None:
         provenance = {}
         for p in ("accelerator_type", *ENTRY_PROVENANCE):
@@ -141,17 +98,10 @@ def build(trials, *, provenance: Mapping[str, Any] | None = None, created: str |
         "created": created or _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "generator": {"raytune_attn_version": __version__},
         "provenance": {k: _str(v) for k, v in dict(provenance).items()},
-        "entries": entries,
+        "entries": list(entries),
     }
     art["checksum"] = checksum(art)
     return art
-
-
-def build_from_results(path: str | os.PathLike, **kw: Any) -> dict[str, Any]:
-    """`build(results.read_trials(path))`: a Parquet file or a hive-partitioned results directory."""
-    from raytune_attn.tune.results import read_trials
-
-    return build(read_trials(path), **kw)
 
 
 def write(artifact: Mapping[str, Any], path: str | os.PathLike) -> Path:
@@ -188,9 +138,9 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def _current(config: Mapping[str, Any]) -> dict[str, Any]:
-    """An entry's config as this raytune-attn reads it. Sweeps before run 20 searched WARP_SPECIALIZE with 8 warps,
-    which Triton's Hopper pass leaves as it is (the kernel was the config without it); the knob now needs one warp
-    group, TMA and one key loop, so such a config loads with it off: the kernel it measured."""
+    """An entry's config as this raytune-attn reads it. Older sweeps searched WARP_SPECIALIZE with 8 warps, which
+    Triton's Hopper pass leaves as it is (the kernel was the config without it); the knob now needs one warp group,
+    TMA and one key loop, so such a config loads with it off: the kernel it measured."""
     if config.get("WARP_SPECIALIZE") and config.get("num_warps") == 8:
         return {**config, "WARP_SPECIALIZE": False}
     return dict(config)

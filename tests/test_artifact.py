@@ -5,7 +5,7 @@ import pytest
 from raytune_attn import artifact
 from raytune_attn.config import InvalidConfig, validate_config
 from raytune_attn.problem import Problem
-from raytune_attn.tune import results
+from raytune_attn.tune import results, winners
 from raytune_attn.tune.cli import main
 
 P1 = Problem(2, 4, 2, 256, 256, 64, True, "float16")
@@ -45,7 +45,7 @@ def results_file(tmp_path):
 
 
 def test_build_picks_winners_and_baselines(results_file):
-    art = artifact.build_from_results(results_file)
+    art = winners.build_artifact(results.read_trials(results_file))
     assert art["schema_version"] == artifact.SCHEMA_VERSION
     got = {(e["accelerator_type"], e["problem_key"]): e for e in art["entries"]}
     assert set(got) == {("H100", P1.key), ("H100", P2.key), ("A100", P1.key)}
@@ -60,7 +60,7 @@ def test_build_picks_winners_and_baselines(results_file):
 
 
 def test_write_load_round_trip_is_json(results_file, tmp_path):
-    art = artifact.build_from_results(results_file)
+    art = winners.build_artifact(results.read_trials(results_file))
     path = artifact.write(art, tmp_path / "best_configs.json")
     assert json.loads(path.read_text()) == art  # plain JSON, nothing pickled
     assert artifact.load(path) == art
@@ -82,14 +82,14 @@ def _tampered(tmp_path, art, change):
     (lambda d: d.pop("entries"), r"missing key\(s\) \['entries'\]"),
 ])
 def test_bad_artifacts_raise_naming_file_and_problem(results_file, tmp_path, change, message):
-    art = artifact.build_from_results(results_file)
+    art = winners.build_artifact(results.read_trials(results_file))
     p = _tampered(tmp_path, art, change)
     with pytest.raises(artifact.ArtifactError, match=f"bad.json.*{message}"):
         artifact.load(p)
 
 
 def test_invalid_config_and_corrupt_json(results_file, tmp_path):
-    art = artifact.build_from_results(results_file)
+    art = winners.build_artifact(results.read_trials(results_file))
     doc = json.loads(json.dumps(art))
     doc["entries"][0]["config"]["BLOCK_M"] = 48
     doc["checksum"] = artifact.checksum(doc)
@@ -127,7 +127,7 @@ def test_cli_export_user_errors(tmp_path, capsys):
 def test_configs_from_before_run_20_load_with_the_eight_warp_warp_specialization_off(results_file, tmp_path):
     # Sweeps before run 20 searched WARP_SPECIALIZE with 8 warps (a no-op in Triton's Hopper pass), which the knob
     # now refuses: such an artifact still loads, with the kernel it measured.
-    art = artifact.build_from_results(results_file)
+    art = winners.build_artifact(results.read_trials(results_file))
     legacy = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 8, "num_stages": 2, "WARP_SPECIALIZE": True}
     art["entries"][0]["config"] = legacy
     art["checksum"] = artifact.checksum(art)

@@ -12,7 +12,7 @@ from raytune_attn import artifact, provenance, runtime
 from raytune_attn.config import default_config, validate_config
 from raytune_attn.device import DeviceInfo, detect
 from raytune_attn.problem import Problem
-from raytune_attn.tune import results
+from raytune_attn.tune import results, winners
 
 E1 = Problem(2, 4, 2, 256, 256, 64, True, "float16")
 E2 = Problem(2, 4, 2, 1024, 1024, 64, True, "float16")
@@ -35,7 +35,7 @@ def make_artifact(tmp_path, prov=None, name="best_configs.json", problems=None, 
     for i, p in enumerate(problems or CONFIGS):
         pr = dict(prov, triton_version=(triton_versions or {}).get(p, prov["triton_version"]))
         rows.append(results.trial_row(p, CONFIGS[p], {"status": "ok", "tflops": 10.0 + i}, pr, trial_id=f"t{i}"))
-    art = artifact.build(results.read_trials(results.write_file(rows, tmp_path / f"{name}.parquet")))
+    art = winners.build_artifact(results.read_trials(results.write_file(rows, tmp_path / f"{name}.parquet")))
     return artifact.write(art, tmp_path / name)
 
 

@@ -13,7 +13,7 @@ import requests
 
 from raytune_attn import artifact, provenance, runtime
 from raytune_attn.problem import Problem
-from raytune_attn.tune import results, tracking
+from raytune_attn.tune import results, tracking, winners
 
 P = Problem(1, 2, 2, 17, 17, 32, True, "float32")
 P2 = Problem(1, 2, 2, 64, 64, 32, True, "float32")
@@ -90,7 +90,7 @@ def logged(server, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("sweep")
     rows = trial_rows(P, [1.0, None, 2.5, 2.0])
     df = results.read_trials(results.write_file(rows, tmp / "trials.parquet"))
-    art_path = artifact.write(artifact.build(df), tmp / "best_configs.json")
+    art_path = artifact.write(winners.build_artifact(df), tmp / "best_configs.json")
     tr = tracking.SweepTracker("sweep-demo", tracking_uri=server)
     h = tr.start_search("CPU", P, provenance.collect(), {"searcher": "gp", "n_initial": 2, "seed": 0})
     child_ids = []

@@ -34,12 +34,12 @@ def export_cmd(
 ):
     """Build the best-configs JSON artifact (winning config per accelerator type and problem) from trial results."""
     from raytune_attn import artifact
-    from raytune_attn.tune import results
+    from raytune_attn.tune import results, winners
 
     df = results.read_trials(results_path)
     if accelerator_type:
         df = df[df["accelerator_type"] == accelerator_type]
-    art = artifact.build(df)
+    art = winners.build_artifact(df)
     if not art["entries"]:
         raise UsageError(f"{results_path}: no trial with status ok to export")
     artifact.write(art, output)
