@@ -1,5 +1,5 @@
-# Shared by the GPU run scripts from run 10 on (source it from the repository root, with RUN set): unpacks the GPU
-# bundle, records the machine in $OUT/env.txt, and defines
+# Shared by the GPU scripts (benchmarks/reproduce_*.sh; source it from the repository root, with RUN set): records
+# the machine in $OUT/env.txt and defines
 #   sweep NAME TIMEOUT PROBLEMS [flags]  a `raytune-attn tune` with its own cold Triton cache (KEEP_CACHE=1: the
 #                                        cache at /tmp/triton-NAME as it is), its files tarred to $OUT at its end
 #                                        (PROFILE=FILE: the driver under cProfile, written to FILE);
@@ -14,19 +14,27 @@
 #   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
 #                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD);
 #   tune_phases NAME                     where sweep NAME's time went, from its summary;
-#   issue7_grid DTYPE                    issue 7's grid sweep of DTYPE (bf16 or fp16) as runs 20-21 ran it (GP, budget 24,
-#                                        cold cache, 15 compile processes, SDPA after the sweep);
+#   issue7_grid DTYPE [TIMEOUT]          the 36-cell grid of DTYPE (bf16 or fp16) over the Hopper space (GP, budget 24,
+#                                        cold cache, 15 compile processes, SDPA after the sweep; 540 s by default);
 #   cuda_tests LOG                       the CUDA tests of warp specialization, whole key blocks, the softmax
 #                                        scale, the Hopper knobs, varlen and the workload checks, appended to LOG;
 #   old_tree PATTERN                     a copy of the tree in /tmp/old with the kernel of
 #                                        .gpu-bundle/ab-base/flash_attn.py (an A/B's old build), printing how many of
 #                                        its lines match PATTERN (which tells the builds apart);
-#   landscape NAME TIMEOUT KEY...        every config of docs/benchmarks/NAME_space.yaml timed on each problem KEY
+#   landscape NAME TIMEOUT KEY...        every config of benchmarks/NAME_space.yaml timed on each problem KEY
 #                                        (benchmarks.exhaustive, cold cache, 15 compile processes, 20 ms of runs),
 #                                        written to $OUT/NAME_landscape.parquet.
+# The Python environment is the active one (the package installed with its [tune] extra). BUNDLE, or
+# .gpu-bundle/devenv-py312.tar.xz where it exists, is a packed site-packages unpacked first for a bare machine.
 set -u
-mkdir -p /tmp/site && tar -xJf "${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}" -C /tmp/site
-export PYTHONPATH=/tmp/site:$PWD RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
+BUNDLE=${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}
+if [ -f "$BUNDLE" ]; then
+  mkdir -p /tmp/site && tar -xJf "$BUNDLE" -C /tmp/site
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+fi
+export RAY_AUTH_MODE=disabled PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT" /tmp/pack
 { nvidia-smi --query-gpu=index,name,uuid,driver_version,clocks.max.sm --format=csv,noheader
   python3 -c "import torch, triton, ray; print('torch', torch.__version__, 'triton', triton.__version__, 'ray', ray.__version__, 'cpus', __import__('os').cpu_count())"
@@ -53,7 +61,7 @@ llama() {  # llama NAME TIMEOUT [extra flags]
 precompile() {  # precompile TIMEOUT NAME...
   local limit=$1; shift
   rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout "$limit" python3 \
-    docs/benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
+    benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
     | tee "$OUT/warm_cache.log"
   for n in "$@"; do rm -rf "/tmp/triton-$n"; cp -r /tmp/triton-full "/tmp/triton-$n"; done
 }
@@ -80,16 +88,16 @@ tune_phases() {  # tune_phases NAME
 ('wall_s', 'tune_wall_s', 'configs_per_s', 'gpu_busy_fraction', 'tune_phases_s', 'trial_processes', \
 'trials_deferred', 'state_saves_s')})"
 }
-landscape() {  # landscape NAME TIMEOUT KEY...: every config of docs/benchmarks/NAME_space.yaml on the KEYs (cold cache)
+landscape() {  # landscape NAME TIMEOUT KEY...: every config of benchmarks/NAME_space.yaml on the KEYs (cold cache)
   local name=$1 limit=$2; shift 2
   TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m benchmarks.exhaustive --resume \
-    --space "docs/benchmarks/${name}_space.yaml" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
+    --space "benchmarks/${name}_space.yaml" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
     --workers 15 $(printf -- '--problem %s ' "$@") 2>&1 | tee "$OUT/${name}_landscape.log" | grep '^{' | cut -c1-400
   echo "exhaustive rc=${PIPESTATUS[0]}"
 }
 
 old_tree() {  # old_tree PATTERN
-  rm -rf /tmp/old; mkdir -p /tmp/old; cp -r raytune_attn docs /tmp/old/
+  rm -rf /tmp/old; mkdir -p /tmp/old; cp -r raytune_attn benchmarks /tmp/old/
   cp .gpu-bundle/ab-base/flash_attn.py /tmp/old/raytune_attn/kernels/flash_attn.py
   echo "old kernel: lines matching '$1': $(grep -c -- "$1" /tmp/old/raytune_attn/kernels/flash_attn.py)"
 }
@@ -105,6 +113,6 @@ or whole_tensor_descriptors"
     echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
   done
 }
-issue7_grid() {  # issue7_grid DTYPE
-  sweep "grid-$1" 540 "grid_$1" --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15
+issue7_grid() {  # issue7_grid DTYPE [TIMEOUT]
+  sweep "grid-$1" "${2:-540}" "grid_$1" --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15
 }

@@ -1,13 +1,13 @@
 """Issue 7's comparison from a sweep's summary.json: tuned kernel against SDPA's flash and cuDNN backends, measured
 in the same sweep on the same GPU, one row per cell, and geometric means (all, and per head dim).
 
-    cd docs/benchmarks && python grid_table.py h200/run13/grid-bf16_summary.json \
-        --vs h200/run10/call3_grid-bf16_summary.json --csv h200/run13/grid-bf16_vs_sdpa.csv
+    cd docs/benchmarks && python ../../benchmarks/grid_table.py h200/grid_bf16_d64_summary.json \
+        h200/grid_bf16_d128_d256_summary.json h200/grid_bf16_d256_summary.json --csv h200/grid_bf16.csv
 
 Several summaries make one table: a later sweep's cells replace an earlier one's (a `sweep` column names each row's).
 Each row, and so each ratio to SDPA, stays one sweep's; only the geometric means mix sweeps.
 
-`--vs` adds earlier sweeps' tuned TFLOP/s of the same cells (a different machine of the same kind: a ratio across
+`--vs` adds other sweeps' tuned TFLOP/s of the same cells (a different machine of the same kind: a ratio across
 runs, not a same-run one). Tuned = the sweep's best after its final re-measure.
 
 Varlen problems (the Llama-3-8B prefill set) get their batch size and the best SDPA run of any backend and layout
