@@ -21,7 +21,7 @@ import time
 import traceback
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run from anywhere: the repository's package
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: the repository's package
 
 import torch  # noqa: E402
 

@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
 import gpu_knobs_check as gkc  # noqa: E402

@@ -13,7 +13,7 @@ import os
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 LAND = ROOT / "tests/data/landscape_h100_d128_causal_s4096.parquet"
 PROBLEMS = [(4, 256), (8, 512), (2, 1024), (1, 2048)]  # (batch, max length): varlen, D=128, causal, one binary
 

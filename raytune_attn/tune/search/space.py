@@ -34,7 +34,7 @@ from raytune_attn.config import AMD_ONLY_KNOBS, KNOBS
 SCHEMA_VERSION = 1
 VENDORS = ("nvidia", "amd", "cpu")
 ENCODINGS = ("log2", "index", "categorical")
-SPACES_DIR = Path(__file__).resolve().parents[2] / "search_spaces"
+SPACES_DIR = Path(__file__).resolve().parents[3] / "search_spaces"
 
 
 class SpaceError(ValueError):

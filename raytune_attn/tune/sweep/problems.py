@@ -24,7 +24,7 @@ import yaml
 from raytune_attn.problem import Problem
 
 SCHEMA_VERSION = 1
-PROBLEMS_DIR = Path(__file__).resolve().parents[2] / "pipelines" / "problems"
+PROBLEMS_DIR = Path(__file__).resolve().parents[3] / "pipelines" / "problems"
 _TOP_KEYS = {"schema_version", "name", "description", "defaults", "problems"}
 
 
