@@ -7,7 +7,7 @@ on every problem of the set, as the sweep's actors did), after a full garbage co
 frozen, and after emptying the CUDA caching allocator. Each state also records the process's threads, its
 Python objects and the allocator's reserved bytes. Prints a table, writes JSON.
 
-    python docs/benchmarks/baseline_pollution.py --out /tmp/pollution.json
+    python3 benchmarks/baseline_pollution.py --out /tmp/pollution.json
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 same seeds, one with ASHA and one with --no-early-stop): the GPU seconds of their rungs, and per problem whether
 ASHA's top configs (the final re-measure's candidates) hold the best config that FIFO measured in full.
 
-    python docs/benchmarks/early_stop_pair.py h200/run10/call4_llama-rand-asha_trials.parquet \
+    python3 benchmarks/early_stop_pair.py h200/run10/call4_llama-rand-asha_trials.parquet \
         h200/run10/call4_llama-rand-fifo_trials.parquet --top-k 4
 
 FIFO's reference values are its trials that ran every rung (`ok`); a config FIFO capped has no full measurement.

@@ -6,7 +6,7 @@ possibly on different GPUs. Here both winners of a key run on the same GPU, in o
 B... (`--rounds` each, `--rep-ms` of runs per timing, the sweep's timing: L2 flushed, medians), so that the ratio
 says which config is faster, not which GPU or which moment was. Prints a table, writes CSV.
 
-    python docs/benchmarks/es_winners.py /tmp/llama-rand-asha/best_configs.json \
+    python3 benchmarks/es_winners.py /tmp/llama-rand-asha/best_configs.json \
         /tmp/llama-rand-fifo/best_configs.json --out es_winners.csv
 """
 

@@ -1,7 +1,7 @@
 """Does a GPU that sat idle time a short kernel's first run slowly? (run 18: the rung-2 false caps of a
 compile-bound sweep.)
 
-    python3 docs/benchmarks/idle_first_run.py --out $OUT/idle_first_run.json
+    python3 benchmarks/idle_first_run.py --out $OUT/idle_first_run.json
 
 After the GPU idles for IDLE seconds (the host sleeps, nothing queued), one run timed as timing.median_ms times a
 rung's first run (`timing.queue_run`: L2 flushed, the 150 us spin, CUDA events around the kernel), then a second at

@@ -2,7 +2,7 @@
 variant's knobs, plus hand-picked configs for the short sequences, with SDPA flash and cuDNN timed on the same
 inputs.
 
-    python3 docs/benchmarks/kernel_ab.py --out $OUT/ab.json [--variants tma,rev+tma] [--seqs 512,1024,4096,16384]
+    python3 benchmarks/kernel_ab.py --out $OUT/ab.json [--variants tma,rev+tma] [--seqs 512,1024,4096,16384]
 
 Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and not). Per cell: run 13's winner
 (`h200/run13/grid-bf16_best_configs.json`), the winner with each variant's knobs, and, for sequences of at most

@@ -1,7 +1,7 @@
 """One launch of one config on one cell of issue 7's grid, checked against the float32 reference: for kernel builds
 that may hang the GPU, run each config in its own process under `timeout`.
 
-    timeout 60 python3 docs/benchmarks/launch_probe.py --dim 256 --seq 512 --causal '{"BLOCK_M": 128, ...}'
+    timeout 60 python3 benchmarks/launch_probe.py --dim 256 --seq 512 --causal '{"BLOCK_M": 128, ...}'
 
 Prints one line: the config, then ok / wrong (relative error) / invalid (the reason). Exit status 0 for ok, 1
 otherwise; a hang is `timeout`'s 124. (Run 23 ran it at 4686e75, whose launcher built the TMA descriptors on the host

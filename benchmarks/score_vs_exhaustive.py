@@ -1,7 +1,7 @@
 """Score sweeps' winners against exhaustive landscapes of the same GPU type: per problem key, the exhaustive
 landscape's value of the config each sweep named (its final re-measure's best), over the landscape's best.
 
-    python docs/benchmarks/score_vs_exhaustive.py --landscape h200/run7/llama_exhaustive_x4_nosync.parquet \
+    python3 benchmarks/score_vs_exhaustive.py --landscape h200/run7/llama_exhaustive_x4_nosync.parquet \
         --landscape h200/run7/llama_exhaustive_b64_s16_spin.parquet \
         --sweep r9_1gpu=h200/run9/llama-1gpu_trials.parquet ... --out h200/run9/sweeps_vs_exhaustive.csv
 

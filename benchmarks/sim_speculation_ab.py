@@ -1,7 +1,7 @@
 """A/B of the searches' speculative compiles (prefetch.Speculator) in a simulated sweep, without a GPU: a fake GPU
 node answers from the recorded H100 landscape, and compiles sleep the recorded compile seconds x SCALE.
 
-    SCALE=1.0 python docs/benchmarks/sim_speculation_ab.py on 1     # then: ... off 1
+    SCALE=1.0 python3 benchmarks/sim_speculation_ab.py on 1     # then: ... off 1
 
 Prints the summary's timings and what the trials waited on compiles (the sum of their compile_s).
 """

@@ -3,7 +3,7 @@ GPU nodes are simulated (fake `GPU` and `accelerator_type:H100` resources), with
 answering from a recorded landscape (raytune_attn/sweep/simulate.py): a GPU's time is spent as sleep, so the
 summary's GPU busy fraction and overhead per trial are those the pipeline would leave on a real GPU.
 
-    python docs/benchmarks/sim_sweep.py --gpus 1 --problems llama3_8b_prefill --budget 30 --out /tmp/sim1
+    python3 benchmarks/sim_sweep.py --gpus 1 --problems llama3_8b_prefill --budget 30 --out /tmp/sim1
 """
 
 from __future__ import annotations
