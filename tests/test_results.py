@@ -148,3 +148,68 @@ def test_landscape_feeds_a_search_space():
     space = space_mod.SearchSpace.from_values({n: [p["config"][n] for p in land] for n in names},
                                               allowed=[tuple(p["config"][n] for n in names) for p in land])
     assert all(space.contains(p["config"]) for p in land)
+
+
+def _finished_sweep(out):
+    """A sweep's files as the driver leaves them: each trial's row written into trials/ as it ended, then every row
+    with the final re-measures (top configs timed again; a sibling search's winner too) and baselines in
+    trials.parquet."""
+    from raytune_attn.tune import winners
+
+    p2 = Problem(1, 4, 4, 128, 128, 64, False, "bfloat16")
+    live = [r for r in sweep_rows("s1", n=4) + sweep_rows("s1", n=3, problem=p2) if r["kind"] == "trial"]
+    live = [dict(r, trial_id=f"{r['trial_id']}-sq{r['seqlen_q']}") for r in live]  # one id per trial
+    for r in live:
+        results.write_trials([r], out / "trials")
+    finals = []
+    for r, remeasured in ((live[3], 101.0), (live[2], 99.0), (live[0], 102.5), (live[4], 50.0)):
+        cfg = results.row_config(r)
+        metrics = {"status": "ok", "reason": "final re-measure", "rung": 3, "tflops": remeasured, "latency_ms": 1.0,
+                   "final_of": r["trial_id"]}
+        finals.append(results.trial_row(r["problem_key"], cfg, metrics, prov(), trial_id=f"{r['trial_id']}-final",
+                                        sweep_id="s1", sweep_name="demo", searcher="gp", seed=7))
+    family = results.trial_row(p2, results.row_config(live[3]), {"status": "ok", "tflops": 51.0, "latency_ms": 1.0},
+                               prov(), trial_id=f"{live[3]['trial_id']}-for1-final", sweep_id="s1")
+    bases = sweep_rows("s1", n=0) + sweep_rows("s1", n=0, problem=p2)
+    every = results.read_trials(out / "trials").to_dict("records") + finals + [family] + bases
+    df = results.read_trials(results.write_file(every, out / "trials.parquet"))
+    return winners.build_artifact(df), live
+
+
+@pytest.mark.parametrize("where", ["trials.parquet", "."])
+def test_a_sweeps_results_read_as_file_or_directory_export_its_best_configs(tmp_path, where):
+    from raytune_attn import artifact
+    from raytune_attn.tune import winners
+    from raytune_attn.tune.cli import main
+
+    at_end, live = _finished_sweep(tmp_path)
+    df = results.read_trials(tmp_path / where)
+    trials = df[df["kind"] == "trial"]
+    assert trials["trial_id"].is_unique and len(df[df["kind"] == "baseline"]) == 2
+    n_live = pd.DataFrame(live).groupby(["accelerator_type", "problem_key"]).size().to_dict()
+    assert winners.trial_counts(df) == n_live  # each trial once, re-measures left out
+    assert main(["export", str(tmp_path / where), "-o", str(tmp_path / "export.json")]) == 0
+    exported = artifact.load(tmp_path / "export.json")
+    assert exported["entries"] == at_end["entries"]
+    got = {e["problem_key"]: (e["config"], e["n_trials"], e["trial_id"]) for e in exported["entries"]}
+    # The winner is the best re-measure, not the best rung: live[3] led its rungs, live[0] re-measured faster.
+    assert got[P.key] == (results.row_config(live[0]), n_live[("H100", P.key)], f"{live[0]['trial_id']}-final")
+    assert got[live[4]["problem_key"]][2] == f"{live[3]['trial_id']}-for1-final"
+    from raytune_attn.tune import report  # the report names the same winners and counts
+
+    assert {s.problem_key: (s.best_config, s.n_trials) for s in report.summarize(df)} == \
+        {k: (cfg, n) for k, (cfg, n, _) in got.items()}
+
+
+def test_a_row_in_the_sweeps_file_and_its_partitions_is_read_once_from_the_file(tmp_path):
+    early = sweep_rows("s1")[0]
+    results.write_trials([early], tmp_path / "trials")
+    rewritten = dict(early, tflops=early["tflops"] + 1, timestamp=early["timestamp"].timestamp() + 60)
+    results.write_trials([rewritten], tmp_path / "trials")
+    later = dict(early, status="stopped", reason="rewritten at the sweep's end")
+    results.write_file([later, sweep_rows("s1")[2]], tmp_path / "trials.parquet")
+    df = results.read_trials(tmp_path)
+    assert df["trial_id"].tolist() == [early["trial_id"], sweep_rows("s1")[2]["trial_id"]]
+    assert df["status"].tolist() == ["stopped", "ok"]
+    alone = results.read_trials(tmp_path / "trials")  # the partitions alone: the later copy
+    assert alone["tflops"].tolist() == [rewritten["tflops"]]

@@ -1,6 +1,7 @@
 """`raytune-attn report`: what a sweep found, as terminal tables and PNG plots.
 
-Built on `raytune_attn.tune.results` (the Parquet schema, `best_so_far`): no second reader of the results.
+Built on `raytune_attn.tune.results` (the one reader of the results, `best_so_far`) and
+`raytune_attn.tune.winners` (the one winner and trial count): no second reader, no second pick.
 
 - `summarize(df)`: one row per (accelerator type, problem): best config, tuned TFLOP/s, each baseline's TFLOP/s,
   the best baseline, the speed-up over it, trial counts by status, search time, searchers.
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from raytune_attn.config import KNOBS
-from raytune_attn.tune import results
+from raytune_attn.tune import results, winners
 
 # Knob names shortened for the tables and plot labels.
 _SHORT = {"BLOCK_M": "M", "BLOCK_N": "N", "num_warps": "w", "num_stages": "s", "PRE_LOAD_V": "preV",
@@ -111,19 +112,28 @@ class ProblemSummary:
         return {k: clean(v) for k, v in self.__dict__.items()}
 
 
+def _real(trials):
+    """Trial rows that are trials of the search (final re-measures left out)."""
+    return trials[~trials["trial_id"].map(winners.is_final).astype(bool)]
+
+
+def _best(rows) -> tuple[float, float, dict[str, Any], str]:
+    """(TFLOP/s, latency, config, searcher) of the winner of `rows` as `winners.pick` names it; NaNs when none."""
+    best = winners.pick(rows.to_dict("records"))
+    if best is None:
+        return float("nan"), float("nan"), {}, ""
+    return _f(best["tflops"]), _f(best["latency_ms"]), results.row_config(best), str(best["searcher"] or "")
+
+
 def summarize(df) -> list[ProblemSummary]:
-    """One `ProblemSummary` per (accelerator type, problem) in `df` (a `results.read_trials` frame)."""
+    """One `ProblemSummary` per (accelerator type, problem) in `df` (a `results.read_trials` frame): the winner and
+    trial count of `raytune_attn.tune.winners`, as in the sweep's summary.json and best_configs.json."""
     out = []
     for (accel, key), g in _groups(df):
-        trials = g[g["kind"] == "trial"]
+        all_trials = g[g["kind"] == "trial"]
+        trials = _real(all_trials)
         base = g[g["kind"] == "baseline"]
-        ok = trials[(trials["status"] == "ok") & trials["tflops"].notna()]
-        if len(ok):
-            best = ok.loc[ok["tflops"].astype("float64").idxmax()]
-            best_tf, best_lat = _f(best["tflops"]), _f(best["latency_ms"])
-            best_cfg, best_searcher = results.row_config(best), str(best["searcher"] or "")
-        else:
-            best_tf, best_lat, best_cfg, best_searcher = float("nan"), float("nan"), {}, ""
+        best_tf, best_lat, best_cfg, best_searcher = _best(all_trials)
         baselines: dict[str, float] = {}
         for impl, b in base.groupby("impl", sort=True):
             tf = b[b["status"] == "ok"]["tflops"].astype("float64")
@@ -134,18 +144,17 @@ def summarize(df) -> list[ProblemSummary]:
         speedup = best_tf / bb if bb and not math.isnan(bb) and not math.isnan(best_tf) else float("nan")
         counts = {s: int((trials["status"] == s).sum()) for s in results.STATUSES if (trials["status"] == s).any()}
         per_searcher = {}
-        for name, t in trials.groupby(trials["searcher"].fillna("?"), sort=True):
-            tok = t[(t["status"] == "ok") & t["tflops"].notna()]["tflops"].astype("float64")
+        for name, t in all_trials.groupby(all_trials["searcher"].fillna("?"), sort=True):
             per_searcher[str(name)] = {
-                "best_tflops": float(tok.max()) if len(tok) else float("nan"),
-                "n_trials": len(t),
-                "search_s": _search_time(t),
+                "best_tflops": _best(t)[0],
+                "n_trials": winners.count(t.to_dict("records")),
+                "search_s": _search_time(_real(t)),
             }
         out.append(ProblemSummary(
             accelerator_type=str(accel), problem_key=str(key), best_tflops=best_tf, best_latency_ms=best_lat,
             best_config=best_cfg, best_searcher=best_searcher, baselines=baselines, best_baseline_impl=bb_impl,
-            best_baseline_tflops=bb, speedup=speedup, n_trials=len(trials), status_counts=counts,
-            search_s=_search_time(trials), searchers=per_searcher,
+            best_baseline_tflops=bb, speedup=speedup, n_trials=winners.count(all_trials.to_dict("records")),
+            status_counts=counts, search_s=_search_time(trials), searchers=per_searcher,
         ))
     return out
 
@@ -280,6 +289,7 @@ def plot_convergence_by_searcher(df, path: str | os.PathLike, title: str = "") -
     """Best TFLOP/s so far against trials: a panel per (accelerator, problem), a line per searcher; the best
     baseline as a dashed line."""
     plt = _plt()
+    df = df[(df["kind"] != "trial") | ~df["trial_id"].map(winners.is_final).astype(bool)]  # trials, not re-measures
     trials = df[df["kind"] == "trial"]
     keys = [k for k, g in _groups(df) if (g["kind"] == "trial").any()]
     n = max(len(keys), 1)

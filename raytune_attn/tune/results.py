@@ -330,8 +330,10 @@ def _conform(table: pa.Table, source: Path, partition_value: str | None) -> pa.T
 
 
 def _files(path: Path) -> list[Path]:
+    """The Parquet files to read: the file itself, or every visible file under the directory."""
     if path.is_dir():
-        return sorted(p for p in path.rglob("*.parquet") if not p.name.startswith("."))
+        return sorted(p for p in path.rglob("*.parquet")
+                      if not any(x.startswith(".") for x in p.relative_to(path).parts))
     if not path.exists():
         raise FileNotFoundError(f"no results at {path}")
     return [path]
@@ -344,26 +346,60 @@ def _partition_of(f: Path) -> str | None:
     return None
 
 
+# What makes two rows the same row: a sweep writes each finished trial into its partitions as it ends, then every
+# row again (with re-measures and baselines) into its trials.parquet; a sweep directory holds both.
+_ROW_KEY = ("sweep_id", "kind", "impl", "problem_key", PARTITION_COLUMN, "trial_id")
+
+
+def _dedupe(tables: list[pa.Table], tiers: list[int]) -> pa.Table:
+    """Each row once: rows with the same `_ROW_KEY` are one row, the one from the lowest tier (a whole-sweep file
+    before its partitions), then the latest timestamp; rows without a trial id are all kept. Order: first seen."""
+    table = pa.concat_tables(tables)
+    tier = [t for t, tab in zip(tiers, tables, strict=True) for _ in range(tab.num_rows)]
+    keys = zip(*(table.column(c).to_pylist() for c in _ROW_KEY), strict=True)
+    stamps = [ts.timestamp() if ts is not None else -math.inf for ts in table.column("timestamp").to_pylist()]
+    best: dict[tuple, int] = {}
+    first: dict[tuple, int] = {}
+    keep = []
+    for i, key in enumerate(keys):
+        if key[-1] is None:
+            keep.append(i)
+            continue
+        key = (*key[:4], _partition_value(key[4]), key[5])  # the partition directory's spelling of the type
+        first.setdefault(key, i)
+        j = best.get(key)
+        if j is None or (tier[i], -stamps[i]) < (tier[j], -stamps[j]):
+            best[key] = i
+    order = sorted(keep + list(first.values()))
+    pick = {first[k]: i for k, i in best.items()}
+    return table.take(pa.array([pick.get(i, i) for i in order], type=pa.int64()))
+
+
 def read_table(path: str | os.PathLike) -> pa.Table:
-    """All rows under `path` (a file or a dataset directory), conformed to the current `SCHEMA`."""
+    """Every row under `path` once, conformed to the current `SCHEMA`. `path` is a results file, a partitioned
+    dataset directory, or a sweep's directory (its trials.parquet and the trials/ partitions written as trials
+    ended): a row found in several files is read from a file outside the partitions if there is one."""
     path = Path(path)
-    tables = []
+    tables, tiers = [], []
     for f in _files(path):
         try:
             t = pq.read_table(f, partitioning=None)
         except (pa.ArrowInvalid, OSError) as e:
             raise ResultsError(f"{f}: not a readable Parquet file ({e})") from e
-        tables.append(_conform(t, f, _partition_of(f)))
+        part = _partition_of(f)
+        tables.append(_conform(t, f, part))
+        tiers.append(0 if part is None else 1)
     if not tables:
         return SCHEMA.empty_table()
-    return pa.concat_tables(tables)
+    return _dedupe(tables, tiers)
 
 
 _PANDAS_TYPES = None
 
 
 def read_trials(path: str | os.PathLike):
-    """All rows under `path` as a pandas DataFrame (nullable Int32/boolean dtypes for knobs and problem fields)."""
+    """Every row under `path` once (see `read_table`) as a pandas DataFrame (nullable Int32/boolean dtypes for knobs
+    and problem fields)."""
     import pandas as pd
 
     global _PANDAS_TYPES

@@ -53,8 +53,9 @@ def _search_rows(df) -> dict[SearchKey, list[dict]]:
     return dict(sorted(groups.items()))
 
 
-def _count(rows: list[dict]) -> int:
-    """Distinct trials among rows that are not re-measures: each trial id once (rows without an id each count)."""
+def count(rows: list[dict]) -> int:
+    """A search's trial count from its trial rows: distinct trial ids among rows that are not re-measures (rows
+    without an id each count)."""
     real = [r for r in rows if not is_final(r.get("trial_id"))]
     ids = {_str(r.get("trial_id")) for r in real if not _isnull(r.get("trial_id"))}
     return len(ids) + sum(1 for r in real if _isnull(r.get("trial_id")))
@@ -62,7 +63,7 @@ def _count(rows: list[dict]) -> int:
 
 def trial_counts(df) -> dict[SearchKey, int]:
     """Real trials per search (each trial id once, final re-measures left out): the count every report gives."""
-    return {k: _count(rows) for k, rows in _search_rows(df).items()}
+    return {k: count(rows) for k, rows in _search_rows(df).items()}
 
 
 def _speed(r: Mapping[str, Any]) -> float | None:
