@@ -204,9 +204,10 @@ class SweepTracker:
         """Close the parent run: the best config and its tflops, the baselines (impl -> tflops), the convergence
         plot and the trials Parquet (from `trials_df`, this search's rows), and the best-configs artifact.
 
-        `best` is `{"config": {...}, "tflops": x, "latency_ms": y, "trial_id": ...}` or None (no valid trial).
+        `best` is `winners.described(...)`: `{"config": {...}, "tflops": x, "latency_ms": y, "trial_id": ...}`, or
+        None (no valid trial).
         """
-        from raytune_attn.tune import results
+        from raytune_attn.tune import results, winners
 
         rid = handle.run_id
         now = _ms()
@@ -232,9 +233,10 @@ class SweepTracker:
                 metrics.append(Metric("speedup_vs_baseline", bt / v, now, 0))
         if trials_df is not None and len(trials_df):
             t = trials_df[trials_df["kind"] == "trial"] if "kind" in trials_df.columns else trials_df
-            metrics.append(Metric("n_trials", float(len(t)), now, 0))
+            metrics.append(Metric("n_trials", float(winners.count(t.to_dict("records"))), now, 0))
+            real = t[~t["trial_id"].map(winners.is_final).astype(bool)]  # final re-measures are not trials
             for st in results.STATUSES:
-                metrics.append(Metric(f"n_{st}", float((t["status"] == st).sum()), now, 0))
+                metrics.append(Metric(f"n_{st}", float((real["status"] == st).sum()), now, 0))
         metrics.append(Metric("search_wall_s", time.time() - handle.t0, now, 0))
         self.client.log_batch(rid, metrics=metrics, params=params, tags=tags)
         with tempfile.TemporaryDirectory(prefix="raytune-attn-mlflow-") as tmp:
@@ -269,7 +271,7 @@ class SweepTracker:
     ) -> dict[tuple[str, str], str]:
         """Log a whole results table (`results.read_trials`): one search per (accelerator type, problem key), its
         trial rows as children, its baseline rows as baselines. Returns {(accel, problem_key): parent run id}."""
-        from raytune_attn.tune import results
+        from raytune_attn.tune import results, winners
 
         out = {}
         df = trials_df
@@ -285,13 +287,9 @@ class SweepTracker:
                 settings["searcher"] = recs[0].get("searcher")
             h = self.start_search(str(accel), key, prov, settings)
             for r in recs:
-                self.log_trial(h, r)
-            ok = [r for r in recs if r["status"] == "ok" and float_or_none(r.get("tflops")) is not None]
-            best = None
-            if ok:
-                b = max(ok, key=lambda r: float_or_none(r["tflops"]))
-                best = {"config": results.row_config(b), "tflops": float_or_none(b["tflops"]),
-                        "latency_ms": float_or_none(b.get("latency_ms")), "trial_id": b["trial_id"]}
+                if not winners.is_final(r.get("trial_id")):  # re-measures are not trials (the sweep logs none)
+                    self.log_trial(h, r)
+            best = winners.described(winners.pick(recs))
             bl = g[(g["kind"] == "baseline") & (g["status"] == "ok")]
             baselines = {}
             for r in bl.to_dict("records"):

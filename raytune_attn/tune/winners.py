@@ -81,6 +81,15 @@ def pick(rows: list[dict]) -> dict | None:
                                     _str(r.get("trial_id"))))
 
 
+def described(best: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A winning row as `{"config", "tflops", "latency_ms", "trial_id"}` (what MLflow's parent run and summary.json
+    record), or None."""
+    if best is None:
+        return None
+    return {"config": row_config(best), "tflops": _speed(best),
+            "latency_ms": artifact.float_or_none(best.get("latency_ms")), "trial_id": _str(best.get("trial_id"))}
+
+
 def winners(df) -> dict[SearchKey, dict]:
     """Each search's winning row (searches without an ok row left out)."""
     out = {}
