@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 TORCH_SPEC ?= torch==2.13.0
 PYTEST_ARGS ?=
 
-.PHONY: install test tune lint
+.PHONY: install test test-fast tune lint
 
 install: $(VENV)/.installed
 
@@ -19,6 +19,10 @@ $(VENV)/.installed: pyproject.toml
 # The test suite: kernels run in the Triton interpreter when no GPU is present (tests/conftest.py).
 test: install
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The fast subset: every test not marked slow (pyproject.toml's markers).
+test-fast: install
+	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
 
 # The main job: a sweep on the embedded local Ray cluster with its defaults (interpreter problems without a GPU).
 tune: install
