@@ -1,0 +1,99 @@
+"""Knobs of the paged-KV attention kernel (`kernels/paged_attn.py`): their rules and the heuristic default.
+
+A paged config is a plain dict like the prefill kernel's (`raytune_attn.config`), with its own knobs:
+
+- BLOCK_M: rows of a program's tile. A row is a (query token, query head) pair: GQA packing puts the
+  `group = Hq // Hkv` query heads of one KV head side by side, so a program holds BLOCK_M // group query
+  tokens of one sequence and reads each K/V tile once for all of their heads.
+- BLOCK_N: keys per inner-loop step (the K/V tile), independent of the cache's block size.
+- NUM_SEGMENTS: split-KV. Each query tile's key range is cut into this many segments, each run by its own
+  program; a reduce kernel then combines their partial max, sum and accumulator. 1 writes the output
+  directly (no partials, no reduce).
+- num_warps, num_stages: launch options, as for the prefill kernel.
+
+`validate_paged_config` is the one place these rules live until they join `config.validate_config`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from raytune_attn.config import InvalidConfig
+
+PAGED_KNOBS: dict[str, type] = {
+    "BLOCK_M": int,
+    "BLOCK_N": int,
+    "NUM_SEGMENTS": int,
+    "num_warps": int,
+    "num_stages": int,
+}
+_TILES = (16, 32, 64, 128, 256)  # tl.dot needs every dimension >= 16 and powers of two
+_SEGMENTS = (1, 2, 4, 8, 16, 32, 64)  # the reduce loads all segments of a row as one power-of-two vector
+# Programs a split-KV launch aims for when choosing NUM_SEGMENTS by default: a few per SM of a large GPU,
+# enough that a batch of one long sequence keeps the memory system busy.
+_TARGET_PROGRAMS = 512
+
+
+def validate_paged_config(config: Mapping[str, Any], *, head_dim: int = 128, group: int = 1) -> dict[str, Any]:
+    """A complete paged config (defaults filled in) or InvalidConfig naming the bad knob.
+
+    `group` is Hq // Hkv: a tile must hold at least one query token's worth of packed heads.
+    """
+    if not isinstance(config, Mapping):
+        raise InvalidConfig(f"config must be a dict of knob values, got {type(config).__name__}")
+    unknown = sorted(set(config) - set(PAGED_KNOBS))
+    if unknown:
+        raise InvalidConfig(f"unknown paged knob(s) {unknown}; known knobs are {sorted(PAGED_KNOBS)}")
+    out = default_paged_config(head_dim=head_dim, group=group)
+    for name, value in config.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidConfig(f"knob {name} must be an integer, got {value!r}")
+        out[name] = value
+    for name in ("BLOCK_M", "BLOCK_N"):
+        if out[name] not in _TILES:
+            raise InvalidConfig(f"{name}={out[name]} must be one of {_TILES} (tl.dot needs >= 16, powers of 2)")
+    if out["BLOCK_M"] < group:
+        raise InvalidConfig(f"BLOCK_M={out['BLOCK_M']} is smaller than the GQA group ({group} query heads per KV "
+                            "head): a tile must hold every query head of its KV head")
+    if out["NUM_SEGMENTS"] not in _SEGMENTS:
+        raise InvalidConfig(f"NUM_SEGMENTS={out['NUM_SEGMENTS']} must be one of {_SEGMENTS}")
+    if out["num_warps"] not in (1, 2, 4, 8, 16):
+        raise InvalidConfig(f"num_warps={out['num_warps']} must be a power of two from 1 to 16")
+    if not 1 <= out["num_stages"] <= 8:
+        raise InvalidConfig(f"num_stages={out['num_stages']} must be between 1 and 8")
+    return out
+
+
+def default_paged_config(*, head_dim: int = 128, group: int = 1, max_seqlen_q: int | None = None,
+                         max_seqlen_k: int | None = None, num_seqs: int | None = None,
+                         num_kv_heads: int | None = None) -> dict[str, Any]:
+    """The config used when none is given: a heuristic, not a tuned one (vLLM's unified attention chooses its
+    tiles the same way).
+
+    The tile is as tall as one sequence's packed rows need (at least 16, at least the group), up to 64 rows past
+    head dim 128 and 128 rows below. Split-KV is used only when every sequence fits one query tile (decode and
+    small speculative groups): there one program per (sequence, KV head) leaves most of a GPU idle, and the
+    segments multiply the programs up to about `_TARGET_PROGRAMS`, never past one key tile per segment. Prefill
+    chunks get one segment: they have query tiles enough to fill the GPU, and partials for every token would
+    cost memory traffic.
+    """
+    cap = 64 if head_dim > 128 else 128
+    rows = _pow2_at_least(max(1, max_seqlen_q or 1) * group)
+    block_m = max(16, _pow2_at_least(group), min(rows, cap))
+    block_n = 32 if head_dim > 128 else 64
+    if max_seqlen_k:
+        block_n = min(block_n, max(16, _pow2_at_least(max_seqlen_k)))
+    segments = 1
+    if max_seqlen_q and max_seqlen_k and max_seqlen_q * group <= block_m:
+        programs = max(1, (num_seqs or 1) * (num_kv_heads or 1))
+        tiles = -(-max_seqlen_k // block_n)
+        while segments < _SEGMENTS[-1] and programs * segments * 2 <= _TARGET_PROGRAMS and segments * 2 <= tiles:
+            segments *= 2
+    one_tile = bool(max_seqlen_k) and max_seqlen_k <= block_n * segments
+    return {"BLOCK_M": block_m, "BLOCK_N": block_n, "NUM_SEGMENTS": segments, "num_warps": 4,
+            "num_stages": 1 if one_tile else 2}
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << (int(n) - 1).bit_length()
