@@ -1,5 +1,6 @@
 """Sweep pieces without a Ray cluster: the multi-search searcher, progress lines, rows, flags, test hooks."""
 
+import dataclasses
 import io
 import json
 from pathlib import Path
@@ -9,7 +10,8 @@ from ray.tune.search import Searcher
 
 from raytune_attn.tune.search import load_space, make_searcher
 from raytune_attn.tune.sweep.callbacks import row_from_result
-from raytune_attn.tune.sweep.driver import SweepUsageError, format_summary, parse_args
+from raytune_attn.tune.sweep.config import SweepConfig, SweepUsageError, parse_rungs
+from raytune_attn.tune.sweep.summary import format_summary
 from raytune_attn.tune.sweep.progress import Progress
 from raytune_attn.tune.sweep.searcher import PerSearchScheduler, Search, SweepSearcher
 
@@ -160,19 +162,90 @@ def test_row_from_result_statuses():
 
 
 def test_flags():
-    a = parse_args(["--budget", "5", "--rungs", "5,20", "--searcher", "random"])
-    assert a.rungs_ms == [5.0, 20.0] and a.budget == 5 and not a.no_baselines
-    assert parse_args(["--no-baselines"]).no_baselines
-    assert a.family_k == 2 and parse_args(["--family-k", "0"]).family_k == 0
-    for bad in (["--rungs", "x"], ["--budget", "0"], ["--resume"], ["--family-k", "-1"]):
+    a = SweepConfig(budget=5, rungs_ms=parse_rungs("5,20"), searcher="random")
+    assert a.rungs_ms == (5.0, 20.0) and a.rungs == "5,20" and a.budget == 5 and not a.no_baselines
+    assert a.family_k == 2 and SweepConfig(family_k=0).family_k == 0
+    for bad in ({"budget": 0}, {"resume": True}, {"family_k": -1}, {"searcher": "bayes"}, {"reduction_factor": 1.0},
+                {"address": "auto", "num_cpus": 2}, {"no_mlflow": True, "tracking_uri": "sqlite:///x.db"},
+                {"name": "a/b"}, {"address": "not an address"}, {"final_rep_ms": 0.0}):
         with pytest.raises(SweepUsageError):
-            parse_args(bad)
-    with pytest.raises(SystemExit):
-        parse_args(["--searcher", "bayes"])
+            SweepConfig(**bad)
+    with pytest.raises(SweepUsageError, match="--rungs"):
+        parse_rungs("x")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        a.budget = 6
+
+
+def test_resume_takes_the_saved_settings_but_where_it_runs_from_its_command_line(tmp_path):
+    from raytune_attn.tune.sweep.plan import make_plan
+
+    out = tmp_path / "out"
+    out.mkdir()
+    # As the argparse driver wrote it: `rungs` as the flag's text, no `rungs_ms`.
+    saved = {"name": "old", "args": {"searcher": "random", "budget": 7, "rungs": "5,10", "seed": 3, "address": "x:1",
+                                     "no_mlflow": True, "unknown_flag_of_an_old_version": 1}}
+    (out / "sweep.json").write_text(json.dumps(saved))
+    plan = make_plan(SweepConfig(resume=True, out=str(out), tracking_uri="sqlite:///t.db", budget=99))
+    c = plan.config
+    assert plan.name == "old" and (c.searcher, c.budget, c.rungs_ms, c.seed) == ("random", 7, (5.0, 10.0), 3)
+    assert c.address is None and not c.no_mlflow and c.tracking_uri == "sqlite:///t.db" and c.resume
+
+
+def test_tracking_uri_form():
+    from raytune_attn.tune.tracking_uri import check_tracking_uri
+
+    for good in ("sqlite:///mlflow.db", "sqlite:////abs/m.db", "http://h:5000", "https://h", "databricks",
+                 "postgresql+psycopg2://u@h/db", "./mlruns", "file:///tmp/x"):
+        assert check_tracking_uri(good) == good
+    for bad, why in (("sqlite:/x.db", "sqlite:///"), ("http://", "host"), ("foo://x", "unknown scheme")):
+        with pytest.raises(ValueError, match=why):
+            check_tracking_uri(bad)
+
+
+@pytest.mark.parametrize("flag,content", [
+    ("--space", "schema_version: 1\nvendor: nobody\narch: x\nparameters: {}\n"),
+    ("--problems", "schema_version: 1\nproblems:\n  - {batch: 0}\n"),
+    ("--problems", "not: [valid"),
+])
+def test_a_bad_input_file_fails_before_ray_and_leaves_nothing(flag, content, tmp_path, monkeypatch, capsys):
+    import ray
+
+    from raytune_attn.tune.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(content)
+    out = tmp_path / "out"
+    assert main(["tune", flag, str(bad), "--out", str(out), "--name", "n"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "bad.yaml" in err and "Traceback" not in err
+    assert not out.exists() and not (tmp_path / "raytune-results").exists() and not ray.is_initialized()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
+
+
+def test_an_output_directory_that_cannot_be_written_fails_before_ray(tmp_path, capsys):
+    from raytune_attn.tune.cli import main
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    assert main(["tune", "--out", str(blocker), "--no-mlflow"]) == 2
+    assert main(["tune", "--out", str(blocker / "sub"), "--no-mlflow"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("--out") == 2 and sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_tune_help_lists_every_flag(capsys):
+    from raytune_attn.tune.cli import main
+
+    assert main(["tune", "--help"]) == 0
+    out = capsys.readouterr().out
+    names = [f.name for f in dataclasses.fields(SweepConfig) if f.name != "rungs_ms"] + ["rungs"]
+    for name in names:
+        assert "--" + name.replace("_", "-") in out, name
 
 
 def test_family_siblings_are_the_same_kernel_nearest_length_first():
-    from raytune_attn.tune.sweep.driver import _nearest_siblings
+    from raytune_attn.tune.sweep.remeasure import nearest_siblings
 
     grid = {"hq": 16, "hkv": 16, "head_dim": 128, "causal": False, "dtype": "bfloat16", "varlen": False}
     mk = lambda key, accel="H200", **p: Search(key, accel, {**grid, **p}, None, budget=1, max_concurrent=1)  # noqa: E731
@@ -181,7 +254,7 @@ def test_family_siblings_are_the_same_kernel_nearest_length_first():
     others += [mk("causal", batch=8, seqlen_q=2048, seqlen_k=2048, causal=True),  # another kernel
                mk("d64", batch=8, seqlen_q=2048, seqlen_k=2048, head_dim=64, hq=32, hkv=32),
                mk("other-gpu", "MI300X", batch=8, seqlen_q=2048, seqlen_k=2048)]  # another accelerator type
-    got = [o.key for o in _nearest_siblings(s, [s, *others])]
+    got = [o.key for o in nearest_siblings(s, [s, *others])]
     assert got[:2] in (["s1024", "s4096"], ["s4096", "s1024"]) and got[2:] == ["s512", "s16384"]
 
 
@@ -638,27 +711,34 @@ def test_broker_blames_the_config_that_killed_the_gpu_worker_not_the_one_queued_
     assert sorted(n for e, n, _ in log if e == "end") == ["good", "later"]
 
 
-def test_scheduler_lets_tune_keep_a_finished_trial_process_for_each_trial_in_flight():
-    """Tune's own cache (Ray's _ObjectCache, as TuneController builds it) keeps one spare process with no trial
-    staged; widened by the scheduler on the first trial, it keeps every finished trial's process for the next."""
+def test_scheduler_lets_tune_keep_a_finished_trial_process_for_each_trial_in_flight(caplog):
+    """On the installed Ray: Tune's own cache (as TuneController builds it) keeps one spare process with no trial
+    staged; reached through the wrapper Tune hands schedulers, widened on the first trial, it keeps every finished
+    trial's process for the next, and Ray's "restricted" warning is not triggered."""
     from types import SimpleNamespace
 
     from ray.tune.execution.placement_groups import PlacementGroupFactory
+    from ray.tune.execution.tune_controller import TuneController
     from ray.tune.utils.object_cache import _ObjectCache
 
+    from raytune_attn.tune.sweep import process_cache
+
+    assert process_cache.supported(), "a Ray outside process_cache.SUPPORTED: read its TuneController again"
     pgf = PlacementGroupFactory([{"CPU": 0.01}])
     stock = _ObjectCache(may_keep_one=True)
     assert [stock.cache_object(pgf, f"p{i}") for i in range(3)] == [True, False, False]
 
-    controller = SimpleNamespace(_actor_cache=_ObjectCache(may_keep_one=True))
+    controller = TuneController.__new__(TuneController)  # what _wrapped() reads, no experiment
+    controller._actor_cache, controller._search_alg, controller._resource_updater = stock.__class__(True), None, None
+    handed = controller._wrapped()  # what Tune passes to a scheduler's on_trial_add
     sch = PerSearchScheduler(max_t=3, keep_processes=4)
     trial = SimpleNamespace(config={"search": "CPU/a"}, placement_group_factory=pgf, trial_id="t0")
-    sch.on_trial_add(controller, trial)
-    sch.on_trial_add(controller, SimpleNamespace(**{**trial.__dict__, "trial_id": "t1"}))  # widened once only
+    with caplog.at_level("WARNING"):
+        sch.on_trial_add(handed, trial)
+        sch.on_trial_add(handed, SimpleNamespace(**{**trial.__dict__, "trial_id": "t1"}))  # widened once only
+    assert "restricted" not in caplog.text
     cache = controller._actor_cache
     assert [cache.cache_object(pgf, f"p{i}") for i in range(6)] == [True] * 4 + [False] * 2  # one per trial in flight
     assert cache.pop_cached_object(pgf) == "p0"  # the next trial takes a kept process: no new one boots
-    # Without Tune's private cache (another Ray), nothing happens and nothing breaks.
-    sch2 = PerSearchScheduler(max_t=3, keep_processes=4)
-    sch2.on_trial_add(SimpleNamespace(), trial)
-
+    # Where the internals are not there (another Ray, or no controller), nothing happens and nothing breaks.
+    assert not process_cache.widen(SimpleNamespace(), pgf, 4) and not process_cache.widen(None, pgf, 4)

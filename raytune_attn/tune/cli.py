@@ -62,15 +62,17 @@ def bench_cmd(
     import json
 
     from raytune_attn.config import validate_config
-    from raytune_attn.device import interpreter_enabled
-    from raytune_attn.tune.measure import bench
+    from raytune_attn.tune.measure.compile_pool import interpret_without_gpu
 
     if grid not in ("auto", "standard", "tiny"):
         raise UsageError(f"--grid must be auto, standard or tiny, got {grid!r}")
     if causal not in ("both", "causal", "full"):
         raise UsageError(f"--causal must be both, causal or full, got {causal!r}")
+    interpreting = interpret_without_gpu()  # as the sweep's actors do, before the kernel's module is imported
+    from raytune_attn.tune.measure import bench
+
     if grid == "auto":
-        grid = "tiny" if interpreter_enabled() else "standard"
+        grid = "tiny" if interpreting else "standard"
     masks = {"both": (False, True), "causal": (True,), "full": (False,)}[causal]
     if grid == "tiny":
         problems = [p for p in bench.tiny_grid() if p.causal in masks]
@@ -90,13 +92,52 @@ def bench_cmd(
     print(f"wrote {out} and {Path(out).with_suffix('.md')}")
 
 
-@app.command("tune", context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
-             add_help_option=False)
-def tune_cmd(ctx: typer.Context):
-    """Run a sweep with Ray Tune (embedded local cluster, or --address). `raytune-attn tune --help` lists the flags."""
-    from raytune_attn.tune.sweep import main as sweep_main
+@app.command("tune")
+def tune_cmd(
+    problems: str = typer.Option(None, "--problems", help="Problem-set YAML (or a name under pipelines/problems/); "
+                                 "default: standard with a GPU, cpu_smoke without."),
+    searcher: str = typer.Option("gp", "--searcher", help="gp, random or grid."),
+    budget: int = typer.Option(None, "--budget", help="Trials per search (default 40; 6 without a GPU)."),
+    out: str = typer.Option(None, "--out", help="Output directory (default ./raytune-results/<name>/)."),
+    address: str = typer.Option(None, "--address", help="Join this Ray cluster ('auto': the running one); default: "
+                                "start a local one."),
+    name: str = typer.Option(None, "--name", help="Sweep name (the MLflow experiment); default sweep-<UTC time>."),
+    seed: int = typer.Option(0, "--seed", help="Searcher seed (search i of a problem set takes seed + i)."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep (needs --name or --out)."),
+    space: str = typer.Option(None, "--space", help="Search-space YAML for every accelerator type (default: "
+                              "search_spaces/<vendor>/<arch>.yaml of each type)."),
+    tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default "
+                                     "$MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)."),
+    no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow."),
+    compile_workers: int = typer.Option(None, "--compile-workers", help="Compile processes per node (default: CPUs "
+                                        "- 1 with a GPU; 0 = compile in the benchmark actor)."),
+    compile_timeout: float = typer.Option(120.0, "--compile-timeout", help="Seconds per compile; over it a config "
+                                          "is invalid."),
+    no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Run every config through every rung (FIFO)."),
+    no_baselines: bool = typer.Option(False, "--no-baselines", help="Do not measure SDPA's backends on each problem "
+                                      "(best_configs.json then has no speed-ups)."),
+    rungs: str = typer.Option("10,30,60", "--rungs", help="Milliseconds of repetitions per timing rung."),
+    reduction_factor: float = typer.Option(2.0, "--reduction-factor", help="ASHA reduction factor (> 1)."),
+    top_k: int = typer.Option(4, "--top-k", help="Configs per search re-measured before naming the winner."),
+    final_rep_ms: float = typer.Option(200.0, "--final-rep-ms", help="Repetitions (ms) of the final re-measure."),
+    family_k: int = typer.Option(2, "--family-k", help="Configs per search that the final re-measure adds: the "
+                                 "winners of the nearest problems with the same heads, head dim, mask and dtype."),
+    trials_per_gpu: int = typer.Option(None, "--trials-per-gpu", help="Trials in flight per GPU; their compiles "
+                                       "run ahead (default 16 with a GPU, 3 without)."),
+    num_cpus: int = typer.Option(None, "--num-cpus", help="CPUs of the embedded local cluster."),
+    cpu_actors: int = typer.Option(1, "--cpu-actors", help="Benchmark actors without a GPU (interpreter)."),
+):
+    """Tune the flash-attention kernel with Ray Tune: one search per (accelerator type, problem), trials on
+    long-lived GPU actors, early stopping over timing rungs. Without --address it starts a local Ray cluster.
+    Inputs are checked before Ray starts; exit 3: interrupted (finish it with --resume)."""
+    flags = {k: v for k, v in locals().items() if k != "rungs"}  # the flags, named as SweepConfig's fields
+    from raytune_attn.tune.sweep import driver
+    from raytune_attn.tune.sweep.config import SweepConfig, parse_rungs
+    from raytune_attn.tune.sweep.progress import show_log
 
-    rc = sweep_main(list(ctx.args))
+    config = SweepConfig(**flags, rungs_ms=parse_rungs(rungs))
+    show_log()
+    rc = driver.tune(config)
     if rc:
         raise typer.Exit(rc)
 

@@ -19,6 +19,17 @@ from multiprocessing.connection import wait
 from raytune_attn.problem import Problem
 
 
+def interpret_without_gpu() -> bool:
+    """Run Triton's interpreter in this process when torch sees no GPU (TRITON_INTERPRET=1, as every process of a
+    sweep without a GPU does); whether the interpreter is on. Triton reads the variable when a kernel's module is
+    imported, so this runs before anything imports raytune_attn.kernels."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ["TRITON_INTERPRET"] = "1"
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
 @dataclass
 class CompileResult:
     problem_key: str

@@ -32,7 +32,7 @@ from collections import OrderedDict
 
 import ray
 
-from raytune_attn.tune.measure.compile_pool import specialization
+from raytune_attn.tune.measure.compile_pool import interpret_without_gpu, specialization
 from raytune_attn.tune.sweep import simulate
 
 TRITON_CACHE_DEFAULT = "~/.cache/raytune-attn/triton"
@@ -50,10 +50,7 @@ def setup_process_env(cache_dir: str | None = None) -> None:
     """Before torch/triton are imported in a worker: node-local Triton cache; the interpreter without a GPU."""
     os.environ.setdefault("TRITON_CACHE_DIR", os.path.expanduser(cache_dir or TRITON_CACHE_DEFAULT))
     os.makedirs(os.environ["TRITON_CACHE_DIR"], exist_ok=True)
-    import torch
-
-    if not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"
+    interpret_without_gpu()
 
 
 def fake_device(accel_type: str) -> dict | None:

@@ -1,10 +1,12 @@
-"""Live progress of a sweep: one plain line per finished trial (no control characters, so logs and CI read it).
+"""Live progress of a sweep: one plain line per finished trial (no control characters, so logs and CI read it),
+and the sweep's log lines beside them (`show_log`).
 
     [tune 0:01:02] H100/dense-b4-...: 12/40 trials (ok 9, ...) best 512.3 TFLOP/s | all 30/240, ETA 0:08:10
 """
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 
@@ -48,3 +50,34 @@ class Progress:
         return (f"[tune {hms(elapsed)}] {search}: {n}/{self.totals.get(search, '?')} trials (ok {c['ok']}, "
                 f"stopped {c['stopped']}, invalid {c['invalid']}, error {c['error']}) {best_s} | all "
                 f"{all_done}/{total}, ETA {hms(eta) if eta == eta else '?'}")
+
+
+class _Stdout(logging.StreamHandler):
+    """The sweep's log lines on whatever sys.stdout is when they are written, beside the progress lines."""
+
+    def __init__(self):
+        super().__init__(sys.stdout)
+
+    @property
+    def stream(self):
+        return sys.stdout
+
+    @stream.setter
+    def stream(self, _value):
+        pass
+
+
+class _Format(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        word = "warning: " if record.levelno >= logging.WARNING else ""
+        return f"[tune] {word}{record.getMessage()}"
+
+
+def show_log(level: int = logging.INFO) -> None:
+    """The sweep's module loggers (raytune_attn.tune.*) as `[tune] ...` lines on stdout, once per process."""
+    logger = logging.getLogger("raytune_attn.tune")
+    if not any(isinstance(h, _Stdout) for h in logger.handlers):
+        handler = _Stdout()
+        handler.setFormatter(_Format())
+        logger.addHandler(handler)
+    logger.setLevel(level)

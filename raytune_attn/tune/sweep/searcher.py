@@ -26,6 +26,7 @@ from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialSch
 from ray.tune.search import Searcher
 
 from raytune_attn.tune.search.base import StatefulSearcher
+from raytune_attn.tune.sweep import process_cache
 
 
 def search_key(accel: str, problem_key: str) -> str:
@@ -406,7 +407,7 @@ class PerSearchScheduler(FIFOScheduler):
         super().__init__()
         self._metric, self._mode = metric, mode
         self.keep_processes = int(keep_processes)
-        self._kept_for = None  # id of the TuneController whose cache was widened (a restored sweep has a new one)
+        self._kept_for = None  # id of the controller whose cache was widened (a restored sweep has a new one)
         self.opts = dict(time_attr="rung", metric=metric, mode=mode, max_t=max_t, grace_period=grace_period,
                          reduction_factor=reduction_factor)
         self.asha: dict[str, AsyncHyperBandScheduler] = {}
@@ -421,8 +422,9 @@ class PerSearchScheduler(FIFOScheduler):
         return self.asha[key]
 
     def on_trial_add(self, tune_controller, trial):
-        if self._kept_for != id(tune_controller):
-            keep_trial_processes(tune_controller, trial, self.keep_processes)
+        if self.keep_processes and self._kept_for != id(tune_controller):
+            # Room in Tune's cache for a finished trial's process per trial in flight (process_cache.py says why).
+            process_cache.widen(tune_controller, trial.placement_group_factory, self.keep_processes)
             self._kept_for = id(tune_controller)
         self._for(trial).on_trial_add(tune_controller, trial)
 
@@ -445,19 +447,4 @@ class PerSearchScheduler(FIFOScheduler):
 
     def debug_string(self) -> str:
         return f"ASHA per search over rungs ({len(self.asha)} searches)"
-
-
-def keep_trial_processes(tune_controller, trial, n: int) -> None:
-    """Let Tune keep up to `n` finished trials' processes for the next trials (`reuse_actors`).
-
-    Tune caches a finished trial's process only for a trial already staged, else keeps one spare; a trial staged a
-    step later asks Ray for a new process, and when a finished trial's process turns up meanwhile, Tune hands that
-    one over and kills the booting one. Run 16 (H200 x2, 16 trials per GPU) saw a sweep where Ray started 160 worker
-    processes for 32 trials in flight, the host's cores busy booting Ray Tune in processes that never ran a trial,
-    and the two GPUs no faster than one. With room for `n` (the trials in flight), every finished trial's process
-    waits in Tune's cache and the next trial takes it. Tune's cache is private API (Ray 2.60's `_ObjectCache`):
-    without it this does nothing and the sweep runs as before."""
-    cache = getattr(tune_controller, "_actor_cache", None)
-    if n > 0 and cache is not None and hasattr(cache, "increase_max"):
-        cache.increase_max(trial.placement_group_factory, by=n)
 

@@ -1,0 +1,122 @@
+"""The sweep's settings: one frozen `SweepConfig`, built once from the flags of `raytune-attn tune` and checked
+there (types, ranges, combinations), before anything reads a file or starts Ray.
+
+A resumed sweep takes its settings from the `sweep.json` it wrote (`resumed_from`), except the ones that say where
+and how to run it (`RESUME_KEEP`), which the new command line gives.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass, fields
+
+SEARCHERS = ("gp", "random", "grid")
+# What a resume takes from its own command line, not from the saved sweep: where it runs and where it writes.
+RESUME_KEEP = ("address", "tracking_uri", "resume", "out", "name", "compile_workers", "num_cpus", "no_mlflow")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_ADDRESS = re.compile(r"^(auto|local|ray://\S+|[^\s:/]+:\d+)$")  # what ray.init(address=...) takes
+
+
+class SweepUsageError(ValueError):
+    """A user's mistake in the sweep's flags or input files: one line, exit code 2."""
+
+
+def parse_rungs(text: str) -> tuple[float, ...]:
+    """`--rungs 10,30,60`: milliseconds of repetitions per timing rung, each positive."""
+    try:
+        rungs = tuple(float(x) for x in str(text).split(",") if x.strip())
+    except ValueError:
+        raise SweepUsageError(f"--rungs must be comma-separated milliseconds, got {text!r}") from None
+    if not rungs or any(not r > 0 for r in rungs):
+        raise SweepUsageError(f"--rungs must be positive milliseconds, got {text!r}")
+    return rungs
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """Every flag of `raytune-attn tune` (same names, `-` as `_`; `--rungs` parsed into `rungs_ms`)."""
+
+    problems: str | None = None
+    searcher: str = "gp"
+    budget: int | None = None
+    out: str | None = None
+    address: str | None = None
+    name: str | None = None
+    seed: int = 0
+    resume: bool = False
+    space: str | None = None
+    tracking_uri: str | None = None
+    no_mlflow: bool = False
+    compile_workers: int | None = None
+    compile_timeout: float = 120.0
+    no_early_stop: bool = False
+    no_baselines: bool = False
+    rungs_ms: tuple[float, ...] = (10.0, 30.0, 60.0)
+    reduction_factor: float = 2.0
+    top_k: int = 4
+    final_rep_ms: float = 200.0
+    family_k: int = 2
+    trials_per_gpu: int | None = None
+    num_cpus: int | None = None
+    cpu_actors: int = 1
+
+    def __post_init__(self):
+        object.__setattr__(self, "rungs_ms", tuple(float(r) for r in self.rungs_ms))
+        for problem in _problems(self):
+            raise SweepUsageError(problem)
+
+    @property
+    def rungs(self) -> str:
+        """`--rungs` as given on a command line."""
+        return ",".join(f"{r:g}" for r in self.rungs_ms)
+
+    def to_json(self) -> dict:
+        """The settings as sweep.json keeps them (`resumed_from` reads them back)."""
+        d = dataclasses.asdict(self)
+        d["rungs_ms"] = list(self.rungs_ms)
+        d["rungs"] = self.rungs
+        return d
+
+    def resumed_from(self, saved: dict) -> SweepConfig:
+        """This resume's settings: the saved sweep's, except `RESUME_KEEP` from this command line. A sweep.json
+        written before `rungs_ms` was saved has only `rungs` (the flag's text)."""
+        known = {f.name for f in fields(self)}
+        old = {k: v for k, v in saved.items() if k in known and k not in RESUME_KEEP}
+        if "rungs_ms" not in old and "rungs" in saved:
+            old["rungs_ms"] = parse_rungs(saved["rungs"])
+        return dataclasses.replace(self, **old)
+
+
+def _problems(c: SweepConfig):
+    """Each mistake in `c`, as the one line the user sees."""
+    if c.searcher not in SEARCHERS:
+        yield f"--searcher must be one of {', '.join(SEARCHERS)}, got {c.searcher!r}"
+    if not c.rungs_ms or any(not r > 0 for r in c.rungs_ms):
+        yield f"--rungs must be positive milliseconds, got {c.rungs!r}"
+    at_least = {"budget": 1, "family_k": 0, "top_k": 0, "compile_workers": 0, "trials_per_gpu": 1, "num_cpus": 1,
+                "cpu_actors": 1}
+    for name, low in at_least.items():
+        v = getattr(c, name)
+        if v is not None and v < low:
+            yield f"{_flag(name)} must be >= {low}, got {v}"
+    for name in ("compile_timeout", "final_rep_ms"):
+        if not getattr(c, name) > 0:
+            yield f"{_flag(name)} must be > 0, got {getattr(c, name)}"
+    if not c.reduction_factor > 1:
+        yield f"--reduction-factor must be > 1 (ASHA keeps 1 in that many configs per rung), got {c.reduction_factor}"
+    if c.name is not None and not _NAME.match(c.name):
+        yield (f"--name must be letters, digits, '.', '_' or '-' (it names a directory, a Ray namespace and an MLflow "
+               f"experiment), got {c.name!r}")
+    if c.resume and not (c.name or c.out):
+        yield "--resume needs --name or --out of the sweep to finish"
+    if c.address is not None and not _ADDRESS.match(c.address):
+        yield f"--address must be auto, local, HOST:PORT or ray://HOST:PORT, got {c.address!r}"
+    if c.address and c.num_cpus is not None:
+        yield "--num-cpus sizes the local cluster this command starts: it does nothing with --address"
+    if c.no_mlflow and c.tracking_uri:
+        yield "--tracking-uri and --no-mlflow contradict each other: give one"

@@ -1,0 +1,235 @@
+"""The sweep's second phase, on Ray: one search per (accelerator type, problem) in a single Tune experiment
+(SweepSearcher + PerSearchScheduler), rows, MLflow runs and progress as trials finish."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+
+from raytune_attn.tune.sweep.cluster import Cluster
+from raytune_attn.tune.sweep.config import SweepUsageError
+from raytune_attn.tune.sweep.plan import Plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Sweep:
+    """What the run phase built: the searches, their searcher (None when Tune restores its own), MLflow, and the
+    state Tune's callback fills."""
+
+    plan: Plan
+    cluster: Cluster
+    searches: list
+    searcher: object | None
+    tracker: object | None
+    state: object
+    t0: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    """Tune's run: its results, its wall time and what the brokers and actors saw during it."""
+
+    grid: object
+    t_fit: float
+    t_return: float
+    lanes: dict  # accelerator type -> each benchmark actor's lease times (Broker.stats)
+    firsts: list  # each broker's first assignment and rung, capped and requeued rungs (Broker.firsts)
+    busy_s: float  # benchmark actors' busy seconds in the fit, baselines left out
+
+    @property
+    def wall_s(self) -> float:
+        return self.t_return - self.t_fit
+
+
+def budget(plan: Plan, cpu_mode: bool) -> int:
+    return plan.config.budget or (6 if cpu_mode else 40)
+
+
+def trials_per_gpu(plan: Plan, cpu_mode: bool) -> int:
+    return plan.config.trials_per_gpu or (3 if cpu_mode else 16)
+
+
+def start_searches(plan: Plan, cluster: Cluster, t0: float) -> Sweep:
+    """Every search, its searcher started (its first suggestion computed), MLflow's parent runs, the progress."""
+    from raytune_attn import provenance
+
+    prov = {accel: provenance.collect(inf[0]) for accel, inf in cluster.infos.items()}
+    searches = [s for accel, inf in cluster.infos.items() for s in _searches_of(plan, cluster, accel, inf[0])]
+    tracker = _start_tracking(plan, searches, prov, budget(plan, cluster.cpu_mode))
+    searcher = None if plan.config.resume else _start_searcher(plan, cluster, searches)
+    state = _sweep_state(plan, searches, prov, tracker, cluster.brokers, searcher, t0)
+    return Sweep(plan, cluster, searches, searcher, tracker, state, t0)
+
+
+def _space_for(plan: Plan, info: dict, cpu_mode: bool):
+    from raytune_attn.tune.search.space import load_space
+
+    if plan.space is not None:
+        return plan.space
+    if cpu_mode or info.get("arch") == "interpreter":
+        return load_space("cpu/interpreter")
+    try:
+        return load_space(f"{info['vendor']}/{info['arch']}")
+    except FileNotFoundError:
+        raise SweepUsageError(f"no search space for {info['vendor']} {info['arch']} ({info.get('name')}): "
+                              "pass --space FILE") from None
+
+
+def _searches_of(plan: Plan, cluster: Cluster, accel: str, info: dict) -> list:
+    """One search per problem on this accelerator type, each with its share of the type's trials in flight."""
+    from raytune_attn.tune.sweep.searcher import Search, search_key
+
+    space = _space_for(plan, info, cluster.cpu_mode)
+    problems = plan.problems_for(cluster.cpu_mode)
+    # A type's in-flight trials are shared by its searches: a GP search with many configs in flight picks them
+    # against lies (constant liar), so each search gets its share, at least 2.
+    share = max(2, -(-len(cluster.actors[accel]) * trials_per_gpu(plan, cluster.cpu_mode) // len(problems)))
+    out = []
+    for n, p in enumerate(problems):
+        s = _searcher(plan, space, info, p, n)
+        out.append(Search(search_key(accel, p.key), accel, p.to_dict(), s,
+                          budget=min(budget(plan, cluster.cpu_mode), len(s.candidates)), max_concurrent=share))
+    return out
+
+
+def _searcher(plan: Plan, space, info: dict, p, n: int):
+    """The inner searcher of problem `p`, the `n`-th of the set.
+
+    One seed per problem (seed + its index in the set): with one seed, searches of one head dim would ask for the
+    same screening configs in the same order, so at the start every search waits on the same slow compile while
+    the GPU idles; their own orders let the GPU take whichever config is built first."""
+    from raytune_attn.kernels.resources import ARCHS
+    from raytune_attn.tune.search import Prefilter, make_searcher
+
+    arch = space.arch if space.arch in ARCHS else info["arch"]
+    pre = Prefilter.for_problem(arch, p.head_dim, p.dtype) if arch in ARCHS else None
+    # The GP starts from the kernel's default config for this head dim and sequence lengths (tiles no taller than
+    # the sequences) and screens its neighbours (and, for short causal problems, a tile half as tall).
+    opts = ({"head_dim": p.head_dim, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k, "causal": p.causal}
+            if plan.config.searcher == "gp" else {})
+    return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, **opts)
+
+
+def _start_tracking(plan: Plan, searches: list, prov: dict, trials: int):
+    """MLflow's parent run of each search (a store that refuses stops the sweep here), or None (--no-mlflow)."""
+    if plan.tracking_uri is None:
+        return None
+    from raytune_attn.tune.sweep.tracking_host import RemoteTracker
+
+    c = plan.config
+    tracker = RemoteTracker(plan.name, plan.tracking_uri)
+    settings = {"searcher": c.searcher, "seed": c.seed, "budget": trials,
+                "rungs_ms": c.rungs, "early_stop": not c.no_early_stop, "space": c.space or "auto"}
+    tracker.start_searches({s.key: (s.accel, s.problem, prov[s.accel], settings) for s in searches})
+    return tracker
+
+
+def _start_searcher(plan: Plan, cluster: Cluster, searches: list):
+    """The sweep's searcher, each search in its actor with its first suggestion computed; the initial designs and
+    their neighbourhoods compiling on every node meanwhile (prefetch.py)."""
+    from raytune_attn.tune.sweep import prefetch
+    from raytune_attn.tune.sweep.searcher import SweepSearcher
+
+    searcher = SweepSearcher(searches, _spec(plan), remote=True, hosts=cluster.hosts,
+                             speculators=prefetch.speculators(searches, cluster.compilers, cluster.groups))
+    design, speculative = prefetch.submit(searches, cluster.compilers, cluster.groups)
+    searcher.start()
+    if design or speculative:
+        log.info("compiling ahead: %d initial-design configs, then %d of their neighbours while no trial waits "
+                 "for a compile", design, speculative)
+    # Tune starts once every search has its first suggestion, so that no first trial waits on a search actor.
+    t_ready = time.time()
+    waiting = searcher.wait_ready(timeout_s=300)
+    log.info("search actors ready in %.1f s%s", time.time() - t_ready,
+             f" ({waiting} still starting)" if waiting else "")
+    return searcher
+
+
+def _spec(plan: Plan) -> dict:
+    """What every trial reads from its config's "sweep" entry."""
+    return {"namespace": plan.namespace, "rungs_ms": list(plan.config.rungs_ms)}
+
+
+def _done_before(plan: Plan) -> dict:
+    """A resumed sweep's trials already finished, per search key."""
+    from raytune_attn.tune import results
+    from raytune_attn.tune.sweep.searcher import search_key
+
+    if not (plan.config.resume and (plan.out / "trials").exists()):
+        return {}
+    old = results.read_trials(plan.out / "trials")
+    old = old[old["kind"] == "trial"]
+    return {search_key(str(accel), key): g["trial_id"].nunique()
+            for (accel, key), g in old.groupby(["accelerator_type", "problem_key"])}
+
+
+def meta(plan: Plan) -> dict:
+    """Columns every row of this sweep carries."""
+    return {"sweep_id": plan.name, "sweep_name": plan.name, "searcher": plan.config.searcher, "seed": plan.config.seed}
+
+
+def _sweep_state(plan: Plan, searches, prov, tracker, brokers, searcher, t0: float):
+    from raytune_attn.tune.sweep.callbacks import SweepState
+    from raytune_attn.tune.sweep.progress import Progress
+
+    progress = Progress({s.key: s.budget for s in searches}, done=_done_before(plan))
+    return SweepState(out_dir=plan.out, n_rungs=len(plan.config.rungs_ms), provenance=prov, meta=meta(plan),
+                      progress=progress, tracker=tracker, brokers=brokers, t0=t0,
+                      config_of=searcher.config_of if searcher is not None else None)
+
+
+def _tuner(sweep: Sweep, callback):
+    """A new Tune experiment, or the interrupted one restored (--resume)."""
+    from ray import tune
+
+    from raytune_attn.tune.sweep.searcher import PerSearchScheduler, SweepSearcher
+    from raytune_attn.tune.sweep.trial import run_trial
+
+    plan, c = sweep.plan, sweep.plan.config
+    trainable = tune.with_resources(run_trial, {"cpu": 0.01})
+    storage = plan.out / "ray"
+    if c.resume and tune.Tuner.can_restore(str(storage / plan.name)):
+        log.info("resuming %s", storage / plan.name)
+        return tune.Tuner.restore(str(storage / plan.name), trainable=trainable, resume_unfinished=True,
+                                  resume_errored=False)
+    searcher = sweep.searcher or SweepSearcher(sweep.searches, _spec(plan), remote=True)
+    concurrency = sweep.cluster.n_actors * trials_per_gpu(plan, sweep.cluster.cpu_mode)
+    scheduler = (tune.schedulers.FIFOScheduler() if c.no_early_stop else
+                 PerSearchScheduler(max_t=len(c.rungs_ms), reduction_factor=c.reduction_factor,
+                                    keep_processes=concurrency))
+    return tune.Tuner(
+        trainable,
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, metric="tflops", mode="max",
+                                    num_samples=searcher.total_budget, max_concurrent_trials=concurrency,
+                                    reuse_actors=True),
+        run_config=tune.RunConfig(name=plan.name, storage_path=str(storage), callbacks=[callback], verbose=0,
+                                  failure_config=tune.FailureConfig(max_failures=0)),
+    )
+
+
+def run_tune(sweep: Sweep) -> Fit:
+    """Tune's run to its end (or an interruption), and what the brokers and benchmark actors saw of it."""
+    import ray
+
+    # Tune's default per-trial CSV/JSON/TensorBoard loggers write files on every report: ours are the Parquet rows
+    # and MLflow, so turn them off (they cost the Tune loop milliseconds per result).
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    # Without those files the ResultGrid warns once per trial that it found no metrics file; the rows it would
+    # read are ours already.
+    logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
+    # Tune pickles its callbacks with the experiment: this one names the live state, so that a restored
+    # experiment's callback reports here too.
+    tuner = _tuner(sweep, sweep.state.register(sweep.plan.name))
+    t_fit = time.time()
+    grid = tuner.fit()
+    t_return = time.time()
+    brokers = sweep.cluster.brokers.values()
+    at_fit = [x for acts in sweep.cluster.actors.values() for x in ray.get([a.stats.remote() for a in acts])]
+    return Fit(grid=grid, t_fit=t_fit, t_return=t_return,
+               lanes={accel: ray.get(b.stats.remote()) for accel, b in sweep.cluster.brokers.items()},
+               firsts=[ray.get(b.firsts.remote()) for b in brokers],
+               busy_s=sum(x["busy_s"] - x["baseline_s"] for x in at_fit))  # a resume's baselines ran before
