@@ -43,8 +43,8 @@ _PTXAS_ERROR = getattr(triton.runtime.errors, "PTXASError", subprocess.CalledPro
 def _find_seq(cu_seqlens_q, tile, num_seqs, BLOCK_Q: tl.constexpr):
     """The sequence whose query tiles include global tile number `tile`: the last z with
     cu_seqlens_q[z] // BLOCK_Q + z <= tile (binary search; a few loads of a small, cached array)."""
-    lo = tl.zeros((), dtype=tl.int32)
-    hi = tl.zeros((), dtype=tl.int32) + num_seqs
+    lo = tl.full((), 0, dtype=tl.int32)
+    hi = tl.full((), 0, dtype=tl.int32) + num_seqs
     while lo < hi:
         mid = (lo + hi) // 2
         first = tl.load(cu_seqlens_q + mid) // BLOCK_Q + mid
@@ -64,47 +64,11 @@ def _key_range(seq_len, q_len, kv_lo, first_q, last_q, IS_CAUSAL: tl.constexpr):
 
 
 @triton.jit
-def _kv_rows(block_table_row, start_n, offs_n, hi, lo, page, num_blocks,
-             stride_b, stride_s, TILE_IN_PAGE: tl.constexpr):
-    """Offsets (in elements, relative to the cache) of keys start_n + offs_n, and which of them to load."""
-    keys = start_n + offs_n
-    valid = (keys < hi) & (keys >= lo)
-    if TILE_IN_PAGE:
-        # The tile lies inside one page (the page size is a multiple of BLOCK_N, or the sequence is one page):
-        # one block id for the whole tile, and contiguous slots.
-        page_idx = start_n // page
-        blk = tl.load(block_table_row + page_idx).to(tl.int64)
-        slots = start_n - page_idx * page + offs_n
-        blk = blk + tl.zeros_like(offs_n).to(tl.int64)
-    else:
-        blk = tl.load(block_table_row + keys // page, mask=valid, other=0).to(tl.int64)
-        slots = keys % page
-    tl.device_assert(~valid | ((blk >= 0) & (blk < num_blocks)), "block_table holds a block id outside the cache")
-    valid = valid & (blk >= 0) & (blk < num_blocks)
-    return blk * stride_b + slots.to(tl.int64) * stride_s, valid
-
-
-@triton.jit
-def _online_step(acc, l_i, m_i, q, k, v, visible, qk_scale):
-    """Fold one K/V tile into the running (acc, l, m); rows that have seen no visible key stay at (0, 0, -inf)."""
-    qk = tl.dot(q, tl.trans(k))
-    qk = tl.where(visible, qk, float("-inf"))
-    m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-    m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # -inf - -inf would be NaN
-    p = tl.math.exp2(qk * qk_scale - m_sub[:, None])
-    alpha = tl.math.exp2(m_i - m_sub)
-    l_i = l_i * alpha + tl.sum(p, 1)
-    acc = acc * alpha[:, None]
-    acc = tl.dot(p.to(v.dtype), v, acc)
-    return acc, l_i, m_new
-
-
-@triton.jit
 def _segment_tiles(lo, hi, seg, BLOCK_N: tl.constexpr, NUM_SEGMENTS: tl.constexpr):
     """The key tiles [t_lo, t_hi) of segment `seg` of the key range [lo, hi)."""
     first = lo // BLOCK_N
-    n_tiles = tl.cdiv(hi, BLOCK_N) - first
-    per_seg = tl.cdiv(n_tiles, NUM_SEGMENTS)
+    n_tiles = (hi + BLOCK_N - 1) // BLOCK_N - first
+    per_seg = (n_tiles + NUM_SEGMENTS - 1) // NUM_SEGMENTS
     t_lo = first + seg * per_seg
     return t_lo, tl.minimum(t_lo + per_seg, first + n_tiles)
 
@@ -117,7 +81,7 @@ def _paged_fwd(Q, K, V, Out, Part, PartM, PartL, block_table, seqused_k, cu_seql
                HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, GROUP: tl.constexpr, BLOCK_M: tl.constexpr,
                BLOCK_Q: tl.constexpr, BLOCK_N: tl.constexpr, NUM_SEGMENTS: tl.constexpr,
                IS_CAUSAL: tl.constexpr, HAS_KV_START: tl.constexpr, TILE_IN_PAGE: tl.constexpr,
-               SAME_KV_LAYOUT: tl.constexpr, ONE_TILE_PER_SEQ: tl.constexpr):
+               ONE_TILE_PER_SEQ: tl.constexpr):
     tile = tl.program_id(0)
     kvh = tl.program_id(1)
     seg = tl.program_id(2)
@@ -149,7 +113,7 @@ def _paged_fwd(Q, K, V, Out, Part, PartM, PartL, block_table, seqused_k, cu_seql
         acc, l_i, m_i = _key_loop(q, K, V, block_table + z.to(tl.int64) * stride_bt, t_lo, t_hi, lo, hi,
                                   qpos + seq_len - q_len, kvh, page, num_blocks, qk_scale,
                                   stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
-                                  HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, TILE_IN_PAGE, SAME_KV_LAYOUT)
+                                  HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, TILE_IN_PAGE)
         _store(Out, Part, PartM, PartL, acc, l_i, m_i, tok, head, seg, row_ok, offs_d, stride_ot, stride_oh,
                GROUP * tl.num_programs(1), HEAD_DIM, BLOCK_D, NUM_SEGMENTS)
 
@@ -158,8 +122,12 @@ def _paged_fwd(Q, K, V, Out, Part, PartM, PartL, block_table, seqused_k, cu_seql
 def _key_loop(q, K, V, bt_row, t_lo, t_hi, lo, hi, horizon, kvh, page, num_blocks, qk_scale,
               stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-              IS_CAUSAL: tl.constexpr, TILE_IN_PAGE: tl.constexpr, SAME_KV_LAYOUT: tl.constexpr):
-    """Key tiles [t_lo, t_hi) folded into a fresh online softmax; `horizon` is each row's last visible key."""
+              IS_CAUSAL: tl.constexpr, TILE_IN_PAGE: tl.constexpr):
+    """Key tiles [t_lo, t_hi) folded into a fresh online softmax; `horizon` is each row's last visible key.
+    Rows that see no visible key stay at (acc 0, l 0, m -inf).
+
+    The loop body calls no other jit function: the interpreter re-patches triton.language on every nested
+    call (about a millisecond), which would dominate the tests' run time."""
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d[None, :] < HEAD_DIM
@@ -170,19 +138,36 @@ def _key_loop(q, K, V, bt_row, t_lo, t_hi, lo, hi, horizon, kvh, page, num_block
     v_head = V + kvh.to(tl.int64) * stride_vh
     for t in range(t_lo, t_hi):
         start_n = t * BLOCK_N
-        k_rows, valid = _kv_rows(bt_row, start_n, offs_n, hi, lo, page, num_blocks, stride_kb, stride_ks,
-                                 TILE_IN_PAGE)
-        k = tl.load(k_head + k_rows[:, None] + offs_d[None, :], mask=valid[:, None] & d_ok, other=0.0)
-        if SAME_KV_LAYOUT:
-            v_rows = k_rows
+        keys = start_n + offs_n
+        valid = (keys < hi) & (keys >= lo)
+        if TILE_IN_PAGE:
+            # The tile lies inside one page (the page size is a multiple of BLOCK_N, or the sequence is one
+            # page): one block id for the whole tile, contiguous slots.
+            page_idx = start_n // page
+            blk = tl.load(bt_row + page_idx).to(tl.int64) + tl.full([BLOCK_N], 0, dtype=tl.int64)
+            slots = (start_n - page_idx * page + offs_n).to(tl.int64)
         else:
-            v_rows, valid = _kv_rows(bt_row, start_n, offs_n, hi, lo, page, num_blocks, stride_vb, stride_vs,
-                                     TILE_IN_PAGE)
-        v = tl.load(v_head + v_rows[:, None] + offs_d[None, :], mask=valid[:, None] & d_ok, other=0.0)
+            blk = tl.load(bt_row + keys // page, mask=valid, other=0).to(tl.int64)
+            slots = (keys % page).to(tl.int64)
+        in_cache = (blk >= 0) & (blk < num_blocks)
+        tl.device_assert(in_cache | ~valid, "block_table holds a block id outside the cache")
+        valid = valid & in_cache
+        k = tl.load(k_head + (blk * stride_kb + slots * stride_ks)[:, None] + offs_d[None, :],
+                    mask=valid[:, None] & d_ok, other=0.0)
+        qk = tl.dot(q, tl.trans(k))
         visible = valid[None, :]
         if IS_CAUSAL:
-            visible = visible & ((start_n + offs_n)[None, :] <= horizon[:, None])
-        acc, l_i, m_i = _online_step(acc, l_i, m_i, q, k, v, visible, qk_scale)
+            visible = visible & (keys[None, :] <= horizon[:, None])
+        qk = tl.where(visible, qk, float("-inf"))
+        m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
+        m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)  # -inf - -inf would be NaN
+        p = tl.math.exp2(qk * qk_scale - m_sub[:, None])
+        alpha = tl.math.exp2(m_i - m_sub)
+        l_i = l_i * alpha + tl.sum(p, 1)
+        v = tl.load(v_head + (blk * stride_vb + slots * stride_vs)[:, None] + offs_d[None, :],
+                    mask=valid[:, None] & d_ok, other=0.0)
+        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
+        m_i = m_new
     return acc, l_i, m_i
 
 
@@ -204,20 +189,24 @@ def _store(Out, Part, PartM, PartL, acc, l_i, m_i, tok, head, seg, row_ok, offs_
 
 @triton.jit
 def _paged_reduce(Out, Part, PartM, PartL, stride_ot, stride_oh, num_heads,
-                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, NUM_SEGMENTS: tl.constexpr):
-    """One (token, query head): rescale each segment's partials to the common max and normalise once."""
+                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, GROUP: tl.constexpr, GROUP_PAD: tl.constexpr,
+                  NUM_SEGMENTS: tl.constexpr):
+    """One (token, KV head): for each of its GROUP query heads, rescale every segment's partials to their
+    common max and normalise once."""
     tok = tl.program_id(0).to(tl.int64)
-    head = tl.program_id(1)
-    segs = (tok * num_heads + head) * NUM_SEGMENTS + tl.arange(0, NUM_SEGMENTS)
+    heads = tl.program_id(1) * GROUP + tl.arange(0, GROUP_PAD)
+    h_ok = tl.arange(0, GROUP_PAD) < GROUP
+    slots = (tok * num_heads + heads[:, None]) * NUM_SEGMENTS + tl.arange(0, NUM_SEGMENTS)[None, :]
+    m = tl.load(PartM + slots, mask=h_ok[:, None], other=float("-inf"))
+    l_seg = tl.load(PartL + slots, mask=h_ok[:, None], other=0.0)
+    m_max = tl.max(m, 1)
+    w = tl.math.exp2(m - tl.where(m_max == float("-inf"), 0.0, m_max)[:, None])  # a segment that saw no key: 0
+    l_sum = tl.sum(l_seg * w, 1)
     offs_d = tl.arange(0, BLOCK_D)
-    m = tl.load(PartM + segs)
-    l_seg = tl.load(PartL + segs)
-    m_max = tl.max(m, 0)
-    w = tl.math.exp2(m - tl.where(m_max == float("-inf"), 0.0, m_max))  # a segment that saw no key weighs 0
-    l_sum = tl.sum(l_seg * w, 0)
-    acc = tl.load(Part + segs[:, None] * BLOCK_D + offs_d[None, :])
-    out = tl.sum(acc * w[:, None], 0) / tl.where(l_sum == 0.0, 1.0, l_sum)
-    tl.store(Out + tok * stride_ot + head * stride_oh + offs_d, out.to(Out.dtype.element_ty), mask=offs_d < HEAD_DIM)
+    acc = tl.load(Part + slots[:, :, None] * BLOCK_D + offs_d[None, None, :], mask=h_ok[:, None, None], other=0.0)
+    out = tl.sum(acc * w[:, :, None], 1) / tl.where(l_sum == 0.0, 1.0, l_sum)[:, None]
+    ptrs = Out + tok * stride_ot + heads[:, None] * stride_oh + offs_d[None, :]
+    tl.store(ptrs, out.to(Out.dtype.element_ty), mask=h_ok[:, None] & (offs_d[None, :] < HEAD_DIM))
 
 
 def paged_attn_fwd(q, k_cache, v_cache, out, block_table, seqused_k, cu_seqlens_q, max_seqlen_q, config, *,
@@ -255,10 +244,12 @@ def paged_attn_fwd(q, k_cache, v_cache, out, block_table, seqused_k, cu_seqlens_
             HEAD_DIM=head_dim, BLOCK_D=block_d, GROUP=group, BLOCK_M=config["BLOCK_M"], BLOCK_Q=block_q,
             BLOCK_N=config["BLOCK_N"], NUM_SEGMENTS=segments, IS_CAUSAL=bool(causal),
             HAS_KV_START=kv_start is not None, TILE_IN_PAGE=tile_in_page,
-            SAME_KV_LAYOUT=k_cache.stride() == v_cache.stride(), ONE_TILE_PER_SEQ=one_tile, **launch)
+            ONE_TILE_PER_SEQ=one_tile, **launch)
         if segments > 1:
-            _paged_reduce[(total_q, hq)](out, part, part_m, part_l, out.stride(0), out.stride(1), hq,
-                                         HEAD_DIM=head_dim, BLOCK_D=block_d, NUM_SEGMENTS=segments, num_warps=4)
+            _paged_reduce[(total_q, hkv)](out, part, part_m, part_l, out.stride(0), out.stride(1), hq,
+                                          HEAD_DIM=head_dim, BLOCK_D=block_d, GROUP=group,
+                                          GROUP_PAD=triton.next_power_of_2(group), NUM_SEGMENTS=segments,
+                                          num_warps=4)
     except triton.runtime.errors.OutOfResources as e:
         raise InvalidConfig(f"out of resources: {e}") from e
     except triton.compiler.errors.CompilationError as e:
