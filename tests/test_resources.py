@@ -13,9 +13,9 @@ from raytune_attn.kernels.resources import (
     Prefilter,
     block_d,
     estimate_registers,
-    prefilter_report,
     smem_lower_bound,
 )  # fmt: skip
+from raytune_attn.tune.search.prefilter_report import prefilter_report
 from raytune_attn.tune.search.space import load_space
 
 

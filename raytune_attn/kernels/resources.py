@@ -21,16 +21,16 @@ it rejects 66 of the 78 configs that fail on shared memory and none that compile
 num_stages * (K + V) + Q for large tiles and less for small ones, so (num_stages - 1) buffers is the safe count.
 
 A compile that runs out of shared memory fails with Triton's "out of resource: shared memory, Required: R,
-Hardware limit: L"; `prefilter_report` checks the bound against a table of real compile outcomes: it must
-never reject a config that compiled and ran (false rejects = 0), and where R is in the error text the bound
-must be <= R.
+Hardware limit: L"; the tuner's `raytune_attn.tune.search.prefilter_report` checks the bound against a table of
+real compile outcomes: it must never reject a config that compiled and ran (false rejects = 0), and where R is in
+the error text the bound must be <= R.
 
 The Hopper knobs of issue #7 leave the bound as it is (measured, Triton 3.6 on H200, D=128 causal bf16):
 WARP_SPECIALIZE, PERSISTENT and REVERSE_M never used less shared memory than the same tile without them (the
 persistent kernel and TMA add 32 bytes of barriers; warp specialization keeps num_stages - 1 or more buffers),
-and maxnreg moves spills to local memory, not shared memory. ONE_Q_BUFFER (run 25) takes away the persistent
-warp-specialized form's second Q buffer, which the bound never counted (Triton 3.6, sm_90 without a GPU: 229,664
-bytes at D=256 128x64, against a bound of 131,072). `smem_lower_bound` therefore ignores them, which can only
+and maxnreg moves spills to local memory, not shared memory. ONE_Q_BUFFER takes away the persistent
+warp-specialized form's second Q buffer, which the bound never counted (Triton 3.6, sm_90: 229,664 bytes at D=256
+128x64, against a bound of 131,072). `smem_lower_bound` therefore ignores them, which can only
 under-estimate (never reject a config that compiles).
 
 Registers: the fp32 accumulator [BLOCK_M, D] and score tile [BLOCK_M, BLOCK_N] over num_warps * 32 threads
@@ -40,12 +40,9 @@ reject a config here (see `estimate_registers`, reported for information).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
-
-import pandas as pd
 
 
 @dataclass(frozen=True)
@@ -126,72 +123,3 @@ class Prefilter:
 
     def accepts(self, config: Mapping[str, Any]) -> bool:
         return self.reason(config) is None
-
-
-_REQUIRED_RE = re.compile(r"Required:\s*(\d+)")
-_SMEM_RE = re.compile(r"shared memory|out of resource|LDS", re.IGNORECASE)
-
-
-def prefilter_report(table: pd.DataFrame, prefilter: Prefilter) -> dict[str, Any]:
-    """Accuracy of the pre-filter against real compile outcomes.
-
-    `table` has one row per config: the knob columns, `status` ("ok" for compiled and ran; anything else failed)
-    and optionally `error` or `reason` (the error text). Returns counts and the offending configs:
-    false_rejects (rejected but compiled: must be 0), caught (smem failures rejected), missed (smem failures
-    accepted), bound_above_required (configs whose bound exceeds the real usage, Triton's reported Required bytes
-    or the compiled kernel's `shared_bytes` column: must be 0).
-    """
-    if "status" not in table.columns:
-        raise ValueError("compile table needs a 'status' column ('ok' for configs that compiled and ran)")
-    knobs = [c for c in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages") if c not in table.columns]
-    if knobs:
-        raise ValueError(f"compile table lacks knob column(s) {knobs}")
-    col = next((c for c in ("error", "reason") if c in table.columns), None)
-    errors = table[col].fillna("").astype(str) if col else pd.Series("", index=table.index)
-    rep = {"configs": len(table), "compiled": 0, "failed": 0, "failed_smem": 0, "rejected": 0,
-           "false_rejects": [], "caught": 0, "missed": [], "bound_above_required": []}  # fmt: skip
-    for (_, row), err in zip(table.iterrows(), errors, strict=True):
-        cfg = {k: int(row[k]) for k in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
-        ok = row["status"] == "ok"
-        smem_fail = not ok and bool(_SMEM_RE.search(err))
-        rejected = not prefilter.accepts(cfg)
-        rep["compiled"] += ok
-        rep["failed"] += not ok
-        rep["failed_smem"] += smem_fail
-        rep["rejected"] += rejected
-        if rejected and ok:
-            rep["false_rejects"].append(cfg)
-        if smem_fail:
-            if rejected:
-                rep["caught"] += 1
-            else:
-                rep["missed"].append(cfg)
-        m = _REQUIRED_RE.search(err)
-        need = smem_lower_bound(cfg, prefilter.arch, head_dim=prefilter.head_dim, dtype_bytes=prefilter.dtype_bytes)
-        real = int(m.group(1)) if m else None
-        if real is None and ok and "shared_bytes" in table.columns and pd.notna(row["shared_bytes"]):
-            real = int(row["shared_bytes"])  # what the compiled kernel really uses
-        if real is not None and need > real:
-            rep["bound_above_required"].append({**cfg, "bound": need, "required": real})
-    return rep
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m raytune_attn.kernels.resources TABLE.parquet --arch sm90 --head-dim 128`: print the report."""
-    import argparse
-    import json
-
-    ap = argparse.ArgumentParser(description=main.__doc__)
-    ap.add_argument("table")
-    ap.add_argument("--arch", required=True, choices=sorted(ARCHS))
-    ap.add_argument("--head-dim", type=int, default=128)
-    ap.add_argument("--dtype-bytes", type=int, default=2)
-    a = ap.parse_args(argv)
-    rep = prefilter_report(pd.read_parquet(a.table), Prefilter.for_arch(a.arch, head_dim=a.head_dim,
-                                                                          dtype_bytes=a.dtype_bytes))  # fmt: skip
-    print(json.dumps(rep, indent=1))
-    return 1 if rep["false_rejects"] or rep["bound_above_required"] else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
