@@ -11,9 +11,9 @@ from ray.tune.search import Searcher
 from raytune_attn.tune.search import load_space, make_searcher
 from raytune_attn.tune.sweep.callbacks import row_from_result
 from raytune_attn.tune.sweep.config import SweepConfig, SweepUsageError, parse_rungs
-from raytune_attn.tune.sweep.summary import format_summary
 from raytune_attn.tune.sweep.progress import Progress
 from raytune_attn.tune.sweep.searcher import PerSearchScheduler, Search, SweepSearcher
+from raytune_attn.tune.sweep.summary import format_summary
 
 P1 = {"batch": 1, "hq": 2, "hkv": 2, "seqlen_q": 64, "seqlen_k": 64, "head_dim": 32, "causal": True,
       "dtype": "float32", "varlen": False}
@@ -322,8 +322,9 @@ def test_prefetch_queues_each_design_then_its_neighbours_once_per_binary_and_nod
     big = {**P1, "head_dim": 128, "dtype": "bfloat16"}
     # Two problems that share binaries (sizes differ), one that does not (causal differs), each its own seed.
     probs = [big, {**big, "batch": 4, "seqlen_q": 256, "seqlen_k": 256}, {**big, "causal": False}]
-    searches = [Search(f"H100/{i}", "H100", p, make_searcher("gp", space, seed=i, head_dim=128), budget=30,
-                       max_concurrent=2) for i, p in enumerate(probs)]
+    # The GP told the head dim only: its design is then the same for every problem of that head dim.
+    searches = [Search(f"H100/{i}", "H100", p, make_searcher("gp", space, seed=i, problem={"head_dim": 128}),
+                       budget=30, max_concurrent=2) for i, p in enumerate(probs)]
     designs = [s.searcher.design_configs() for s in searches]
     assert len(designs[0]) >= 6 and sorted(map(str, designs[0])) == sorted(map(str, designs[1]))
     nodes = {"n1": _RecordingCompiler(), "n2": _RecordingCompiler()}

@@ -107,11 +107,8 @@ def _searcher(plan: Plan, space, info: dict, p, n: int):
 
     arch = space.arch if space.arch in ARCHS else info["arch"]
     pre = Prefilter.for_problem(arch, p.head_dim, p.dtype) if arch in ARCHS else None
-    # The GP starts from the kernel's default config for this head dim and sequence lengths (tiles no taller than
-    # the sequences) and screens its neighbours (and, for short causal problems, a tile half as tall).
-    opts = ({"head_dim": p.head_dim, "seqlen_q": p.seqlen_q, "seqlen_k": p.seqlen_k, "causal": p.causal}
-            if plan.config.searcher == "gp" else {})
-    return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, **opts)
+    # The GP reads the problem (head dim, sequence lengths, mask) for where it starts and what it screens.
+    return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, problem=p)
 
 
 def _start_tracking(plan: Plan, searches: list, prov: dict, trials: int):
