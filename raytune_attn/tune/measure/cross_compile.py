@@ -1,0 +1,506 @@
+"""Compile a search space's configs for a GPU that is not there: what each binary uses, measured by its compiler.
+
+Triton compiles for any target it has a backend for (`triton.compile(src, target=GPUTarget(...))`), so a machine
+without an AMD or NVIDIA GPU still learns, for every config of a space, whether the compiler takes it, how much
+shared memory (LDS) the binary asks for, and how many registers it uses and spills: what the resource pre-filter
+(`raytune_attn.kernels.resources`) can only estimate. Speed and numerics still need the GPU.
+
+Each config is specialized as the launcher would specialize it on the real problem (`launch_spec`, then Triton's
+own binder: the same divisibility, folded constants and, on AMD, buffer-op pointer ranges), without allocating the
+problem's tensors. Compiles run in spawned worker processes, with the Triton interpreter off there.
+
+A row per (config, problem): `status` is "compiled", "refused" (the one validation, `validate_config`, refuses it;
+`message` says why), "failed" (the compiler's message, or Triton's out-of-resource text where the binary needs
+more shared memory than the target has, as loading it on the GPU would say) or "timeout" (killed after
+`timeout_s`: the sweep's compile pool would give up on it too).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import multiprocessing as mp
+import os
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from multiprocessing.connection import wait
+from pathlib import Path
+from typing import Any
+
+from raytune_attn.config import AMD_ONLY_KNOBS, InvalidConfig, validate_config
+from raytune_attn.kernels.resources import ARCHS, Prefilter, smem_lower_bound
+from raytune_attn.problem import Problem
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str  # as given on the command line, e.g. "hip:gfx942"
+    backend: str  # Triton's backend name: "hip" or "cuda"
+    arch: str | int  # "gfx942" or a compute capability as an int (90)
+    warp_size: int
+    vendor: str  # the vendor `validate_config` checks knobs against
+    prefilter_arch: str | None  # the pre-filter's architecture (resources.ARCHS); None where it has none
+    smem_limit: int  # shared memory (LDS) a block may use, bytes
+
+    def gpu_target(self):
+        from triton.backends.compiler import GPUTarget
+
+        return GPUTarget(self.backend, self.arch, self.warp_size)
+
+
+def _arch_target(name: str, backend: str, arch: str | int, warp: int, prefilter_arch: str) -> Target:
+    return Target(name, backend, arch, warp, ARCHS[prefilter_arch].vendor, prefilter_arch,
+                  ARCHS[prefilter_arch].smem_bytes)
+
+
+TARGETS: dict[str, Target] = {
+    t.name: t
+    for t in (
+        _arch_target("hip:gfx90a", "hip", "gfx90a", 64, "gfx90a"),
+        _arch_target("hip:gfx942", "hip", "gfx942", 64, "gfx942"),
+        _arch_target("cuda:80", "cuda", 80, 32, "sm80"),
+        _arch_target("cuda:90", "cuda", 90, 32, "sm90"),
+        # Blackwell (B200): 227 KB of shared memory per block like Hopper (CUDA programming guide, compute
+        # capability 10.0); the pre-filter has no model of it yet.
+        Target("cuda:100", "cuda", 100, 32, "nvidia", None, 232448),
+    )
+}
+
+STATUSES = ("compiled", "refused", "failed", "timeout")
+DEFAULT_TIMEOUT_S = 300.0
+COMPILE_NICE = 10  # the machine is shared: compiles yield to interactive work
+
+# Forms of a config the compiler answers to the same way on every problem: head dims 64, 128 and 256 cover the
+# kernel's padded widths that change tile sizes (BLOCK_D), masks both ways. Shapes of issue 7's grid at S=4096.
+DEFAULT_HEAD_DIMS = (64, 128, 256)
+
+
+class CrossCompileError(ValueError):
+    """Bad input to a cross-compile (target, space, problems, sample): the message names what is wrong."""
+
+
+def parse_target(text: str) -> Target:
+    t = TARGETS.get(str(text).strip().lower())
+    if t is None:
+        raise CrossCompileError(f"unknown target {text!r}; known targets: {', '.join(TARGETS)}")
+    return t
+
+
+def default_problems() -> list[Problem]:
+    return [Problem(batch=4, hq=2048 // d, hkv=2048 // d, seqlen_q=4096, seqlen_k=4096, head_dim=d, causal=c)
+            for d in DEFAULT_HEAD_DIMS for c in (False, True)]
+
+
+@dataclass(frozen=True)
+class Job:
+    index: int
+    config: dict  # the space's knobs, as the space gives them
+    problem: Problem
+    full_config: dict | None  # validated, defaults filled in; None when refused
+    refused: str | None
+    estimate: int | None  # the pre-filter's shared-memory lower bound (bytes)
+    prefilter_reason: str | None  # why the pre-filter rejects it (None: accepted)
+
+
+def select_configs(space, sample: int | None = None, seed: int = 0) -> list[dict]:
+    """Every config of the space, or a seeded sample of `sample` of them (in the space's order)."""
+    configs = space.configs()
+    if sample is None or sample >= len(configs):
+        return configs
+    picked = sorted(random.Random(seed).sample(range(len(configs)), sample))
+    return [configs[i] for i in picked]
+
+
+def plan_jobs(configs: Iterable[dict], problems: Iterable[Problem], target: Target) -> list[Job]:
+    """One job a (config, problem): validated for the target's vendor, with the pre-filter's verdict beside."""
+    jobs = []
+    for config in configs:
+        for problem in problems:
+            try:
+                full, refused = validate_config(config, head_dim=problem.head_dim, vendor=target.vendor), None
+            except InvalidConfig as e:
+                full, refused = None, str(e)
+            estimate = reason = None
+            if full is not None and target.prefilter_arch is not None:
+                pf = Prefilter.for_problem(target.prefilter_arch, problem.head_dim, problem.dtype)
+                estimate = smem_lower_bound(full, pf.arch, head_dim=pf.head_dim, dtype_bytes=pf.dtype_bytes)
+                reason = pf.reason(full)
+            jobs.append(Job(len(jobs), dict(config), problem, full, refused, estimate, reason))
+    return jobs
+
+
+# ---- what runs in a worker: the launch as the launcher would make it, specialized and compiled for the target ----
+
+_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+class _Buffer:
+    """A tensor argument without its memory: Triton's binder reads only the dtype, the address's alignment and
+    (AMD buffer ops) the byte range the pointer spans. The address is 16-byte aligned as every allocation is."""
+
+    def __init__(self, dtype, nbytes: int):
+        self.dtype = dtype
+        self.nbytes = nbytes
+
+    def data_ptr(self) -> int:
+        return 1 << 40
+
+    def ptr_range(self) -> int:
+        return self.nbytes
+
+
+def launch_spec(problem: Problem, config: dict, backend: str) -> tuple[Any, tuple, dict]:
+    """(kernel, positional arguments, keyword arguments) of `flash_attn_fwd` on contiguous inputs of `problem`
+    with a validated `config`, for a GPU of Triton backend `backend` ("hip" or "cuda"): the arguments it builds
+    before the launch, without its tensors. Keep in step with `flash_attn_fwd`."""
+    import torch
+    import triton
+
+    from raytune_attn.kernels import flash_attn as fa
+
+    p, d = problem, problem.head_dim
+    dtype = getattr(torch, p.dtype)
+    if p.varlen:
+        tq = tk = p.batch * p.seqlen_q  # packed tokens at most; only the byte range depends on it
+        qs, ks = (0, d, p.hq * d), (0, d, p.hkv * d)  # (batch, head, row) strides of (tokens, heads, D)
+        cu = _Buffer(torch.int32, 4 * (p.batch + 1))
+    else:
+        tq, tk = p.batch * p.seqlen_q, p.batch * p.seqlen_k
+        qs, ks = (p.hq * p.seqlen_q * d, p.seqlen_q * d, d), (p.hkv * p.seqlen_k * d, p.seqlen_k * d, d)
+        cu = None
+    q, o = (_Buffer(dtype, tq * p.hq * d * _DTYPE_BYTES[p.dtype]) for _ in range(2))
+    k, v = (_Buffer(dtype, tk * p.hkv * d * _DTYPE_BYTES[p.dtype]) for _ in range(2))
+    num_m_blocks = triton.cdiv(p.seqlen_q, config["BLOCK_M"])
+    args = (q, k, v, o, None, cu, cu, *qs, *ks, *ks, *qs, 0, 0, 0,
+            p.seqlen_q, p.seqlen_k, p.hq, p.hq // p.hkv, d**-0.5 * fa.LOG2E)
+    even_k = not p.varlen and p.seqlen_k % config["BLOCK_N"] == 0
+    kwargs = dict(HEAD_DIM=d, BLOCK_D=max(16, triton.next_power_of_2(d)), BLOCK_M=config["BLOCK_M"],
+                  BLOCK_N=config["BLOCK_N"], IS_CAUSAL=p.causal, IS_VARLEN=p.varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
+                  SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=False,
+                  WARP_SPECIALIZE=config["WARP_SPECIALIZE"], REVERSE_M=config["REVERSE_M"], EVEN_K=even_k,
+                  num_warps=config["num_warps"], num_stages=config["num_stages"])
+    if backend == "hip":
+        kwargs.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
+    elif config.get("maxnreg"):
+        kwargs["maxnreg"] = config["maxnreg"]
+    if not config.get("PERSISTENT"):
+        return fa._attn_fwd, args, kwargs
+    rows = max(tq * p.hq, tk * p.hkv)  # contiguous inputs: the whole-tensor descriptors need < 2^31 rows
+    kwargs.update(WHOLE_DESC=config["USE_TMA"] and even_k and rows < 2**31, ONE_Q_BUFFER=config["ONE_Q_BUFFER"])
+    return fa._attn_fwd_persistent, (*args, num_m_blocks, num_m_blocks * p.batch * p.hq), kwargs
+
+
+def specialize(kernel, args: tuple, kwargs: dict, target: Target) -> tuple[dict, dict, dict, dict]:
+    """(signature, constexprs, attrs, options) of one launch, by the JIT's own binder for `target`'s backend."""
+    from triton.compiler import make_backend
+    from triton.runtime.jit import create_function_from_signature
+
+    backend = make_backend(target.gpu_target())
+    binder = create_function_from_signature(kernel.signature, kernel.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    options, signature, constexprs, attrs = kernel._pack_args(backend, kwargs, bound, specialization, options)
+    return signature, constexprs, attrs, options.__dict__
+
+
+def compile_one(target_name: str, problem: dict, config: dict) -> dict:
+    """Compile one validated config for one problem; the row's compile fields (status, message, resources)."""
+    import triton
+    from triton.compiler import ASTSource
+
+    target = TARGETS[target_name]
+    kernel, args, kwargs = launch_spec(Problem.from_dict(problem), config, target.backend)
+    t0 = time.perf_counter()
+    try:
+        signature, constexprs, attrs, options = specialize(kernel, args, kwargs, target)
+        compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target.gpu_target(),
+                                  options=options)
+    except Exception as e:  # noqa: BLE001 - whatever the compiler raises is this config's answer
+        return {"status": "failed", "message": compiler_message(e), "compile_s": time.perf_counter() - t0}
+    row = {"status": "compiled", "message": "", "compile_s": time.perf_counter() - t0,
+           "shared_bytes": int(compiled.metadata.shared)}
+    row.update(amd_resources(compiled.asm["amdgcn"]) if target.backend == "hip"
+               else nvidia_resources(compiled.asm["cubin"]))
+    if row["shared_bytes"] > target.smem_limit:  # what loading it on the GPU would raise
+        row["status"] = "failed"
+        row["message"] = str(triton.runtime.errors.OutOfResources(row["shared_bytes"], target.smem_limit,
+                                                                  "shared memory")).split(". ")[0]
+    return row
+
+
+def compiler_message(e: BaseException) -> str:
+    """The compiler's own words, short: its error lines (else its last line), prefixed with the exception type."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    errors = [ln for ln in lines if re.search(r"error|failed|out of resource|assert", ln, re.IGNORECASE)]
+    text = " | ".join(dict.fromkeys(errors[:3] or lines[-1:]))
+    return f"{type(e).__name__}: {text}"[:500]
+
+
+_AMD_FIELDS = {"registers": r"\.vgpr_count:\s*(\d+)", "agprs": r"\.agpr_count:\s*(\d+)",
+               "sgprs": r"\.sgpr_count:\s*(\d+)", "vgpr_spills": r"\.vgpr_spill_count:\s*(\d+)",
+               "sgpr_spills": r"\.sgpr_spill_count:\s*(\d+)", "scratch_bytes": r"; ScratchSize:\s*(\d+)",
+               "occupancy": r"; Occupancy:\s*(\d+)"}
+
+
+def amd_resources(amdgcn: str) -> dict:
+    """VGPRs (`registers`), AGPRs, SGPRs, spill counts, scratch bytes and waves per SIMD, from the kernel's
+    metadata in the amdgcn text."""
+    out = {}
+    for name, pattern in _AMD_FIELDS.items():
+        m = re.search(pattern, amdgcn)
+        out[name] = int(m.group(1)) if m else None
+    out["spilling"] = bool(out["vgpr_spills"] or out["sgpr_spills"])
+    return out
+
+
+def nvidia_resources(cubin: bytes) -> dict:
+    """Registers per thread and the stack frame (bytes) from `cuobjdump -res-usage` of the cubin. The kernel keeps
+    no arrays in local memory and calls nothing, so a stack frame is spilled registers."""
+    from triton import knobs
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        usage = subprocess.run([knobs.nvidia.cuobjdump.path, "-res-usage", f.name], capture_output=True,
+                               text=True, check=True).stdout
+    regs, stack, local = (re.search(rf"{key}:(\d+)", usage) for key in ("REG", "STACK", "LOCAL"))
+    out = {"registers": int(regs.group(1)) if regs else None, "stack_bytes": int(stack.group(1)) if stack else None,
+           "local_bytes": int(local.group(1)) if local else None}
+    out["spilling"] = bool(out["stack_bytes"] or out["local_bytes"])
+    return out
+
+
+def _worker(conn) -> None:
+    # Before anything imports Triton: with TRITON_INTERPRET on (the test suite sets it), @triton.jit makes
+    # interpreter functions, which compile nothing.
+    os.environ.pop("TRITON_INTERPRET", None)
+    os.nice(COMPILE_NICE)
+    import warnings
+
+    warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
+    while (msg := conn.recv()) is not None:
+        conn.send(compile_one(*msg))
+
+
+# ---- the pool: long-lived spawned workers; a compile that kills its worker or runs over time is a failed row ----
+
+class _Pool:
+    def __init__(self, workers: int, timeout_s: float):
+        self.workers, self.timeout_s = workers, timeout_s
+        self._ctx = mp.get_context("spawn")
+        self._procs: list = []
+
+    def _spawn(self):
+        parent, child = self._ctx.Pipe()
+        proc = self._ctx.Process(target=_worker, args=(child,), daemon=True)
+        proc.start()
+        child.close()
+        return proc, parent
+
+    def _replace(self, i: int) -> None:
+        proc, conn = self._procs[i]
+        proc.kill()
+        proc.join(5)
+        conn.close()
+        self._procs[i] = self._spawn()
+
+    def run(self, tasks: list[tuple[int, tuple]]):
+        """Yield (task id, result) as compiles finish; `tasks` are (id, compile_one's arguments)."""
+        todo = list(reversed(tasks))
+        while len(self._procs) < min(self.workers, len(todo)):
+            self._procs.append(self._spawn())
+        busy: dict[int, tuple[int, float]] = {}  # worker -> (task id, start)
+        while todo or busy:
+            for i, (_, conn) in enumerate(self._procs):
+                if i not in busy and todo:
+                    tid, msg = todo.pop()
+                    conn.send(msg)
+                    busy[i] = (tid, time.monotonic())
+            conns = {self._procs[i][1]: i for i in busy}
+            for conn in wait(list(conns), timeout=1.0):
+                i = conns[conn]
+                tid, t0 = busy.pop(i)
+                try:
+                    yield tid, conn.recv()
+                except (EOFError, OSError):  # an LLVM assertion aborts the whole process
+                    code = self._procs[i][0].exitcode
+                    self._replace(i)
+                    yield tid, {"status": "failed", "compile_s": time.monotonic() - t0,
+                                "message": f"the compiler killed its process (exit code {code})"}
+            for i, (tid, t0) in list(busy.items()):
+                if time.monotonic() - t0 > self.timeout_s:
+                    busy.pop(i)
+                    self._replace(i)
+                    yield tid, {"status": "timeout", "compile_s": time.monotonic() - t0,
+                                "message": f"compile exceeded {self.timeout_s:.0f} s (killed)"}
+
+    def close(self) -> None:
+        for _, conn in self._procs:
+            try:
+                conn.send(None)
+            except OSError:
+                pass
+        for proc, conn in self._procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(1)
+            conn.close()
+        self._procs = []
+
+
+def default_workers() -> int:
+    return max(1, min(2, os.cpu_count() or 1))
+
+
+def cross_compile(space, target: Target | str, problems: list[Problem] | None = None, *, sample: int | None = None,
+                  seed: int = 0, workers: int | None = None, timeout_s: float = DEFAULT_TIMEOUT_S,
+                  progress: Callable[[int, int], None] | None = None) -> list[dict]:
+    """Compile the space's configs (or a seeded sample) for each problem on `target`; one row a (config, problem),
+    in the order configs x problems."""
+    target = parse_target(target) if isinstance(target, str) else target
+    jobs = plan_jobs(select_configs(space, sample, seed), problems or default_problems(), target)
+    rows = [_base_row(job, space, target) for job in jobs]
+    tasks = [(j.index, (target.name, j.problem.to_dict(), j.full_config)) for j in jobs if j.refused is None]
+    pool = _Pool(workers or default_workers(), timeout_s)
+    try:
+        for done, (tid, result) in enumerate(pool.run(tasks), 1):
+            rows[tid].update(result)
+            if progress:
+                progress(done, len(tasks))
+    finally:
+        pool.close()
+    for row in rows:
+        _judge(row)
+    return rows
+
+
+def _base_row(job: Job, space, target: Target) -> dict:
+    p = job.problem
+    return {"target": target.name, "space": space.source, "problem": p.key, "head_dim": p.head_dim,
+            "causal": p.causal, "dtype": p.dtype, **job.config, "config": json.dumps(job.full_config or job.config),
+            "status": "refused" if job.refused else None, "message": job.refused or "", "shared_bytes": None,
+            "smem_limit": target.smem_limit, "smem_estimate": job.estimate,
+            "prefilter_rejects": bool(job.prefilter_reason), "prefilter_reason": job.prefilter_reason or "",
+            "registers": None, "spilling": None, "compile_s": None}
+
+
+def _judge(row: dict) -> None:
+    """Mark what is wrong on a row: `unexpected` (the pre-filter let through a config that failed, or rejected one
+    that compiled) and `estimate_above_real` (its lower bound exceeds the binary's shared memory)."""
+    real, est = row.get("shared_bytes"), row.get("smem_estimate")
+    row["estimate_above_real"] = bool(real is not None and est is not None and est > real)
+    failed, rejected = row["status"] in ("failed", "timeout"), row["prefilter_rejects"]
+    row["unexpected"] = (failed and not rejected) or (row["status"] == "compiled" and rejected)
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Counts over the rows: statuses, spilling, failures the pre-filter catches, and what is wrong."""
+    n = Counter(r["status"] for r in rows)
+    return {"rows": len(rows), "configs": len({r["config"] for r in rows}), **{s: n.get(s, 0) for s in STATUSES},
+            "failed_prefiltered": sum(r["status"] == "failed" and r["prefilter_rejects"] for r in rows),
+            "false_rejects": sum(r["status"] == "compiled" and r["prefilter_rejects"] for r in rows),
+            "spilling": sum(bool(r.get("spilling")) and r["status"] == "compiled" for r in rows),
+            "estimate_above_real": sum(r["estimate_above_real"] for r in rows),
+            "unexpected": sum(r["unexpected"] for r in rows)}
+
+
+_SHORT = {"BLOCK_M": "M", "BLOCK_N": "N", "num_warps": "w", "num_stages": "s", "PRE_LOAD_V": "pv", "SPLIT_MASK": "sm",
+          "USE_TMA": "tma", "WARP_SPECIALIZE": "ws", "PERSISTENT": "pers", "REVERSE_M": "rev", "maxnreg": "reg",
+          "ONE_Q_BUFFER": "q1", "waves_per_eu": "wpe", "matrix_instr_nonkdim": "mfma", "kpack": "kp"}
+
+
+def _short_config(row: dict, names: list[str]) -> str:
+    return " ".join(f"{_SHORT.get(n, n)}{int(row[n]) if isinstance(row[n], bool) else row[n]}" for n in names)
+
+
+def _cell(v) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+
+
+def format_table(rows: list[dict], knob_names: list[str]) -> str:
+    """A row a (config, problem), then the counts and each distinct failure and refusal with how often."""
+    amd = any("sgprs" in r for r in rows)
+    head = ["problem", "config", "status", "smem", "estimate", "vgprs" if amd else "regs",
+            *(["sgprs", "vgpr spills"] if amd else ["stack"]), "s"]
+    body = []
+    for r in rows:
+        spills = [_cell(r.get("sgprs")), _cell(r.get("vgpr_spills"))] if amd else [_cell(r.get("stack_bytes"))]
+        flag = "!" if r["unexpected"] or r["estimate_above_real"] else ""
+        body.append([f"d{r['head_dim']}{'c' if r['causal'] else 'f'}", _short_config(r, knob_names),
+                     r["status"] + flag, _cell(r["shared_bytes"]), _cell(r["smem_estimate"]), _cell(r["registers"]),
+                     *spills, "-" if r["compile_s"] is None else f"{r['compile_s']:.1f}"])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *body, strict=True)]
+    lines = ["  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)) for line in [head, *body]]
+    s = summarize(rows)
+    lines.append(f"{rows[0]['target'] if rows else ''} {rows[0]['space'] if rows else ''}: "
+                 + ", ".join(f"{k} {v}" for k, v in s.items()))
+    for status in ("failed", "timeout", "refused"):
+        for msg, count in Counter(r["message"] for r in rows if r["status"] == status).most_common():
+            lines.append(f"  {status} x{count}: {msg}")
+    lines.append("  (d128c: head dim 128, causal; smem and estimate in bytes; ! marks a failure the pre-filter let "
+                 "through, a config it rejected that compiled, or an estimate above the real figure)")
+    return "\n".join(lines)
+
+
+def write_parquet(rows: list[dict], path: str | Path) -> None:
+    import pandas as pd
+
+    pd.DataFrame(rows).to_parquet(path, index=False)
+
+
+def _load_inputs(space, target, problems, sample, out):
+    """Everything the command checks before compiling; raises CrossCompileError with one line."""
+    from raytune_attn.tune.search.space import SpaceError, load_space
+    from raytune_attn.tune.sweep.problems import ProblemSetError, load_problems
+
+    tgt = parse_target(target)
+    try:
+        sp = load_space(space)
+    except (FileNotFoundError, SpaceError) as e:
+        raise CrossCompileError(str(e)) from None
+    if sp.vendor != tgt.vendor:
+        raise CrossCompileError(f"space {space} is for {sp.vendor} GPUs, target {tgt.name} is {tgt.vendor}")
+    try:
+        probs = load_problems(problems) if problems else default_problems()
+    except (FileNotFoundError, ProblemSetError) as e:
+        raise CrossCompileError(str(e)) from None
+    if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
+        raise CrossCompileError(f"--sample must be a positive number of configs, got {sample!r}")
+    if out is not None and not Path(out).resolve().parent.is_dir():
+        raise CrossCompileError(f"--out {out}: no such directory {Path(out).resolve().parent}")
+    return sp, tgt, probs
+
+
+def space_compile_main(space: str, target: str, problems: str | None = None, sample: int | None = None,
+                       out: str | None = None, workers: int | None = None, seed: int = 0,
+                       timeout_s: float = DEFAULT_TIMEOUT_S) -> int:
+    """`raytune-attn space compile`: print the table, write Parquet to `out`; 0 only when every config that the
+    validation and the pre-filter accept compiled, the pre-filter rejected none that compiled, and its estimate
+    stayed at or below every binary's shared memory; 1 otherwise (also when the validation refused every config:
+    nothing was verified); 2 for bad input, before anything compiles."""
+    try:
+        sp, tgt, probs = _load_inputs(space, target, problems, sample, out)
+    except CrossCompileError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+    def progress(done: int, total: int) -> None:
+        if done % 5 == 0 or done == total:
+            print(f"compiled {done}/{total}", file=sys.stderr, flush=True)
+
+    t0 = time.monotonic()
+    rows = cross_compile(sp, tgt, probs, sample=sample, seed=seed, workers=workers, timeout_s=timeout_s,
+                         progress=progress)
+    print(format_table(rows, list(sp.names)))
+    print(f"wall time {time.monotonic() - t0:.0f} s")
+    if out is not None:
+        write_parquet(rows, out)
+    s = summarize(rows)
+    return 1 if s["unexpected"] or s["estimate_above_real"] or len(rows) == s["refused"] else 0

@@ -1,0 +1,133 @@
+"""The cross-compiler: configs of a space compiled for GPUs this machine does not have (real compiles, on CPU)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import torch
+
+from raytune_attn.config import InvalidConfig, validate_config
+from raytune_attn.kernels import flash_attn as fa
+from raytune_attn.kernels.resources import ARCHS, smem_lower_bound
+from raytune_attn.problem import Problem
+from raytune_attn.tune.measure import cross_compile as cc
+from raytune_attn.tune.search.space import parse_space
+
+SMALL = Problem(batch=2, hq=4, hkv=2, seqlen_q=128, seqlen_k=128, head_dim=64, causal=True)
+
+
+def _space(vendor: str, arch: str, parameters: dict, constraints=()):
+    return parse_space({"schema_version": 1, "vendor": vendor, "arch": arch, "parameters": parameters,
+                        "constraints": list(constraints)}, source=f"test-{arch}")
+
+
+def test_bad_target_space_problems_and_sample_are_one_line_errors(tmp_path, capsys):
+    with pytest.raises(cc.CrossCompileError, match="unknown target 'hip:gfx1100'.*hip:gfx942"):
+        cc.parse_target("hip:gfx1100")
+    bad_problems = tmp_path / "p.yaml"
+    bad_problems.write_text("schema_version: 1\nproblems: [{batch: 0}]\n")
+    cases = [(("amd/gfx942", "rocm:942"), {}), ((str(tmp_path / "none.yaml"), "cuda:90"), {}),
+             (("nvidia/sm80", "hip:gfx90a"), {}), (("nvidia/sm80", "cuda:80"), {"sample": 0}),
+             (("nvidia/sm80", "cuda:80"), {"problems": str(bad_problems)}),
+             (("nvidia/sm80", "cuda:80"), {"out": str(tmp_path / "no" / "x.parquet")})]
+    for args, kw in cases:
+        assert cc.space_compile_main(*args, **kw) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1, err
+
+
+def test_refusals_carry_the_validation_reason_and_compile_nothing(capsys):
+    space = _space("nvidia", "sm90", {"BLOCK_M": [64], "BLOCK_N": [32], "num_warps": [4], "num_stages": [3],
+                                      "WARP_SPECIALIZE": [True]})
+    with pytest.raises(InvalidConfig) as ref:
+        validate_config(space.configs()[0], head_dim=SMALL.head_dim, vendor="nvidia")
+    rows = cc.cross_compile(space, "cuda:90", [SMALL])
+    assert [(r["status"], r["message"]) for r in rows] == [("refused", str(ref.value))]
+    assert cc.summarize(rows)["refused"] == 1
+
+
+def test_sample_is_seeded_and_in_space_order():
+    space = _space("amd", "gfx942", {"BLOCK_M": [16, 32, 64, 128], "BLOCK_N": [16, 32], "kpack": [1, 2]})
+    every = space.configs()
+    a, b = cc.select_configs(space, 5, seed=3), cc.select_configs(space, 5, seed=3)
+    assert a == b and len(a) == 5 and a == [c for c in every if c in a]
+    assert cc.select_configs(space, 100) == every
+
+
+@pytest.mark.parametrize("problem", [SMALL, Problem(batch=3, hq=4, hkv=4, seqlen_q=96, seqlen_k=96, head_dim=48,
+                                                    causal=False, dtype="float16", varlen=True)])
+@pytest.mark.parametrize("knobs", [{"BLOCK_M": 32, "BLOCK_N": 64}, {"BLOCK_M": 64, "BLOCK_N": 32, "PERSISTENT": True,
+                                                                   "REVERSE_M": True, "maxnreg": 128}])
+def test_launch_spec_matches_the_launcher(problem, knobs, monkeypatch):
+    """The arguments `launch_spec` builds without tensors are those `flash_attn_fwd` launches with."""
+    config = validate_config(knobs, head_dim=problem.head_dim, vendor="nvidia")
+    seen = {}
+
+    class Recorder:  # stands where the kernel is, to see what the launcher passes it
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: seen.update(args=args, kwargs=kwargs)
+
+    kernel_name = "_attn_fwd_persistent" if config["PERSISTENT"] else "_attn_fwd"
+    monkeypatch.setattr(fa, kernel_name, Recorder())
+    monkeypatch.setattr(fa, "_resident_programs", lambda *a: 1)
+    dt = getattr(torch, problem.dtype)
+    if problem.varlen:
+        lens = problem.seqlens()
+        cu = torch.tensor([0, *torch.tensor(lens).cumsum(0).tolist()], dtype=torch.int32)
+        q = torch.zeros(int(cu[-1]), problem.hq, problem.head_dim, dtype=dt)
+        k = torch.zeros(int(cu[-1]), problem.hkv, problem.head_dim, dtype=dt)
+        fa.flash_attn_fwd(q, k, k.clone(), config, causal=problem.causal, cu_seqlens_q=cu, cu_seqlens_k=cu,
+                          max_seqlen_q=problem.seqlen_q, max_seqlen_k=problem.seqlen_k)
+    else:
+        q = torch.zeros(problem.batch, problem.hq, problem.seqlen_q, problem.head_dim, dtype=dt)
+        k = torch.zeros(problem.batch, problem.hkv, problem.seqlen_k, problem.head_dim, dtype=dt)
+        fa.flash_attn_fwd(q, k, k.clone(), config, causal=problem.causal)
+    _, args, kwargs = cc.launch_spec(problem, config, "cuda")
+
+    def plain(a):  # tensors and stand-ins alike: what the binder reads (dtype), None as None, numbers as they are
+        return a.dtype if hasattr(a, "data_ptr") else a
+
+    assert [plain(a) for a in args] == [plain(a) for a in seen["args"]]
+    assert kwargs == seen["kwargs"]
+
+
+def test_compiles_for_both_amd_targets():
+    """Real compiles for gfx942 and gfx90a: the rows carry the binary's LDS, VGPRs and SGPRs, and the pre-filter's
+    estimate never exceeds the LDS the compiler allotted."""
+    space = _space("amd", "gfx942", {"BLOCK_M": [32], "BLOCK_N": [16, 32], "num_warps": [2], "num_stages": [1],
+                                     "waves_per_eu": [0], "matrix_instr_nonkdim": [16, 32], "kpack": [1, 2]},
+                   ["(BLOCK_N, matrix_instr_nonkdim, kpack) in ((16, 16, 1), (32, 32, 2))"])
+    for target in ("hip:gfx942", "hip:gfx90a"):
+        rows = cc.cross_compile(space, target, [SMALL], workers=2)
+        assert [r["status"] for r in rows] == ["compiled"] * 2, [r["message"] for r in rows]
+        for r in rows:
+            assert r["shared_bytes"] > 0 and r["registers"] > 0 and r["sgprs"] > 0
+            assert r["smem_estimate"] <= r["shared_bytes"] and not r["unexpected"]
+
+
+def test_space_compile_for_sm90_writes_rows_and_reports_shared_memory_overflow(tmp_path, capsys):
+    """cuda:90: a small config compiles (registers from the cubin); a 64x64 tile at 8 stages and head dim 128
+    needs more shared memory than the 227 KB an H100 block has: a 'failed' row with Triton's out-of-resource
+    message, which the pre-filter rejects too, so the command still succeeds."""
+    space = tmp_path / "sm90.yaml"
+    space.write_text("schema_version: 1\nvendor: nvidia\narch: sm90\nparameters:\n  BLOCK_M: [32, 64]\n"
+                     "  BLOCK_N: [16, 64]\n  num_warps: [2, 4]\n  num_stages: [1, 8]\nconstraints:\n"
+                     "  - (BLOCK_M, BLOCK_N, num_warps, num_stages) in ((32, 16, 2, 1), (64, 64, 4, 8))\n")
+    problems = tmp_path / "p.yaml"
+    problems.write_text("schema_version: 1\nproblems:\n  - {batch: 2, hq: 4, hkv: 4, seqlen: 128, head_dim: 128, "
+                        "causal: false, dtype: bfloat16}\n")
+    out = tmp_path / "rows.parquet"
+    assert cc.space_compile_main(str(space), "cuda:90", problems=str(problems), out=str(out), workers=2) == 0
+    table = capsys.readouterr().out
+    rows = pd.read_parquet(out)
+    small, big = rows.iloc[0], rows.iloc[1]
+    assert small["status"] == "compiled" and small["registers"] > 0 and not small["prefilter_rejects"]
+    assert big["status"] == "failed" and big["prefilter_rejects"]
+    limit = ARCHS["sm90"].smem_bytes
+    assert big["message"] == f"out of resource: shared memory, Required: {big['shared_bytes']}, Hardware limit: {limit}"
+    for r in (small, big):
+        cfg = validate_config(dict(BLOCK_M=int(r["BLOCK_M"]), BLOCK_N=int(r["BLOCK_N"]), num_warps=int(r["num_warps"]),
+                                   num_stages=int(r["num_stages"])), head_dim=128, vendor="nvidia")
+        assert r["smem_estimate"] == smem_lower_bound(cfg, ARCHS["sm90"], head_dim=128)
+        assert r["smem_estimate"] <= r["shared_bytes"]
+    assert "failed x1: out of resource: shared memory" in table and "compiled 1" in table
