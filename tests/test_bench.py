@@ -122,3 +122,22 @@ def test_markdown_table_names_the_fastest_varlen_layout():
     assert "layouts" not in dense_only and dense_only.splitlines()[2] == lines[2]
     stacked = pd.concat([df.iloc[:5], df.iloc[5:].set_axis(range(6))])  # frames concatenated: repeated labels
     assert bench.markdown_table(stacked) == bench.markdown_table(df)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is the fallback of a machine without a GPU")
+def test_bench_command_runs_the_interpreter_without_a_gpu_by_itself(tmp_path):
+    """`raytune-attn bench` with no TRITON_INTERPRET in its environment, as a user types it on a CPU machine: it turns
+    the interpreter on as the sweep's actors do, and times the tiny grid."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    out = tmp_path / "b.parquet"
+    p = subprocess.run([sys.executable, "-m", "raytune_attn", "bench", "--causal", "causal", "--rep-ms", "1",
+                        "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    df = pd.read_parquet(out)
+    want = [q for q in bench.tiny_grid() if q.causal]
+    assert sorted(df["S"]) == sorted(q.seqlen_q for q in want) and (df["tflops"] > 0).all()
+    assert "Triton interpreter" in p.stdout

@@ -60,7 +60,7 @@ def specialization(problem: Problem, config: dict) -> tuple:
 
 # Compile processes run at a lower CPU priority: on a node whose cores they fill, the benchmark actors' timing loops
 # (host launches of flush, spin and kernel) must not wait for a core. On two H200s with 31 compile processes on 32
-# cores, unniced compiles made the small keys' rungs take 3-4x their GPU time (run 8).
+# cores, unniced compiles made the small keys' rungs take 3-4x their GPU time.
 COMPILE_NICE = 10
 
 
@@ -121,7 +121,7 @@ class CompilePool:
     def start(self, n: int | None = None) -> None:
         """Spawn the workers now (at most `n` in all), rather than at the first compile. Each one imports torch and
         Triton (a few CPU seconds); started lazily, the sweep's 31 compile processes did that in the seconds Tune
-        starts its trial processes, all on the same cores (run 14: the host at 100% for ~9 s from Tune's start)."""
+        starts its trial processes, all on the same cores (the host at 100% for ~9 s from Tune's start)."""
         limit = self.workers if n is None else min(self.workers, n)
         while len(self._procs) < limit:
             self._procs.append(self._spawn())

@@ -42,7 +42,7 @@ CAP_FACTOR = 10.0
 CAP_FLOOR_MS = 1.0
 # Rungs in flight per benchmark actor: one runs, one waits in the actor's task queue. With one, the GPU idled for a
 # round trip per rung (the result back to the Broker, the next waiter woken, its call sent): 11 ms per rung on one
-# H200 and 19 ms with two behind one Broker (run 9: lease time minus kernel time), against rungs of 10-60 ms.
+# H200 and 19 ms with two behind one Broker (lease time minus kernel time), against rungs of 10-60 ms.
 DEPTH = int(os.environ.get("RAYTUNE_ATTN_BROKER_DEPTH", "2"))  # benchmark hook: 1 restores one call per actor
 
 
@@ -330,7 +330,7 @@ class _Compiler:
 
     def close(self, grace_s: float = 5.0):
         # All workers are told at once and share one grace period: closed one after another, each busy with a
-        # speculative build held the sweep's end for its 5 s (run 11: over 18 s with 31 workers).
+        # speculative build held the sweep's end for its 5 s (over 18 s with 31 workers).
         for pool in self._all:
             pool.request_stop()
         deadline = time.monotonic() + grace_s
@@ -417,7 +417,7 @@ class Broker:
         """The actor for the next rung of a trial last on actor i: of the actors on i's node (they share its compile
         cache) that are not being restarted, one with a free slot and the fewest calls in flight, i on a tie; None
         while every one is full. Bound to one actor, a rung queued behind a 2-second config while the node's other
-        GPU idled (run 14: 4-6 s with no trial finishing, twice, at the end of a two-GPU sweep)."""
+        GPU idled (4-6 s with no trial finishing, twice, at the end of a two-GPU sweep)."""
         same = [j for j in range(len(self.actors)) if self.nodes[j] == self.nodes[i] and not self.restarting[j]]
         free = [j for j in same or [i] if len(self.holders[j]) < DEPTH]
         return min(free, key=lambda j: (len(self.holders[j]), j != i), default=None)

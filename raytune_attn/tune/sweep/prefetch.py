@@ -2,7 +2,7 @@
 steps are likely to take.
 
 Compile latency, not throughput, is a GP sweep's critical path: each search's next configs depend on its last
-results, and a new config waits 2-15 s (tens of seconds for some) on its compile. Run 8 on two H200s (32 cores)
+results, and a new config waits 2-15 s (tens of seconds for some) on its compile. On two H200s (32 cores)
 showed two stalls: at the start (every search waits on its design) and after the design (every search's first
 local steps need new binaries at once, and both GPUs idled for about 10 s). So the driver queues:
 1. the design of every search (`design_configs()`, position by position: every search's first config, then every
@@ -15,7 +15,7 @@ Each binary once per node (configs of problems that share a `specialization` are
 
 Then, during the sweep, each search's actor (`SearchHost`, with a `Speculator`) queues what it just suggested
 and the runner-ups of that pick (`GPSearcher.likely_next`): while a result is out, a GP search's next pick is
-usually one of them. Run 9 (two H200s) had trials waiting 550 s in all on compiles of configs the searches had
+usually one of them. A sweep on two H200s had trials waiting 550 s in all on compiles of configs the searches had
 just chosen, while the 31 compile processes were busy about a third of the Tune phase.
 """
 

@@ -107,8 +107,8 @@ def start_hosts(n: int) -> list:
 
     A search actor's start is a process, then numpy, scipy, scikit-learn and scikit-optimize imported. Started right
     after Ray, it overlaps the GPU actors' (torch, the CUDA context), and each then only unpickles its searcher
-    (`load`): in run 11 all 15 had their first suggestion 0.2 s after the GPU actors were up. The i-th, (actor,
-    name), serves the sweep's i-th search."""
+    (`load`): in a 15-search sweep all 15 had their first suggestion 0.2 s after the GPU actors were up. The i-th,
+    (actor, name), serves the sweep's i-th search."""
     return [_host_actor(host_name(i)) for i in range(n)]
 
 

@@ -1,8 +1,8 @@
 """The sweep's MLflow logging in its own process: a `TrackingHost` Ray actor on the driver's node that owns the
 `tracking.SweepTracker` and each search's parent run.
 
-Why a process and not a thread of the driver: a child run is SQLAlchemy and sqlite work in Python (run 16's
-profile of an H200 x2 sweep: 0.13 s a trial under cProfile), so at 15 trials a second a logging thread never idles,
+Why a process and not a thread of the driver: a child run is SQLAlchemy and sqlite work in Python (profiled on
+an H200 x2 sweep: 0.13 s a trial under cProfile), so at 15 trials a second a logging thread never idles,
 and it holds the driver's GIL against Tune's loop, which hands every rung's result back to its trial. In its own
 process it costs the loop one actor call per trial. The actor runs on the driver's node because an embedded
 `sqlite:///` store is a file there; calls from the driver reach it in order, so `drain()` (one call answered after
@@ -11,9 +11,12 @@ all earlier ones) waits for every child run.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import ray
+
+log = logging.getLogger(__name__)
 
 
 class TrackingHost:
@@ -50,8 +53,8 @@ class TrackingHost:
         return list(self.warnings)
 
     def _warn(self, msg: str) -> None:
-        self.warnings.append(msg)
-        print(f"[tune] warning: {msg}", flush=True)
+        self.warnings.append(msg)  # the driver logs them (drain): this actor's output does not reach it
+        log.warning("%s", msg)
 
 
 class RemoteTracker:
@@ -86,13 +89,11 @@ class RemoteTracker:
             self.actor.finish_search.remote(key, best, baselines, trials_df, str(artifact_path))
 
     def drain(self, timeout_s: float = 600.0) -> list[str]:
-        """Wait until every call sent so far is done; returns the warnings the actor printed."""
+        """Wait until every call sent so far is done; returns the actor's warnings (or why it did not answer)."""
         try:
             return ray.get(self.actor.drain.remote(), timeout=timeout_s)
         except (ray.exceptions.RayError, TimeoutError) as e:
-            msg = f"MLflow logging did not finish: {_cause(e)}"
-            print(f"[tune] warning: {msg}", flush=True)
-            return [msg]
+            return [f"MLflow logging did not finish: {_cause(e)}"]
 
 
 def _cause(e: Exception) -> str:
