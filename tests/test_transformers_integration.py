@@ -1,0 +1,82 @@
+"""attn_implementation="raytune_attn" in Hugging Face transformers: greedy generation of a small random Llama
+with GQA must give exactly the tokens SDPA gives, for one prompt and for a left-padded batch."""
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+integration = pytest.importorskip("raytune_attn.integrations.transformers")
+
+NEW_TOKENS = 8
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """The kernels run in the single-threaded interpreter; torch's intra-op threads around them only spin
+    against it and against other processes on a 2-core machine, multiplying the CPU time of every torch op."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def saved_model(tmp_path_factory):
+    """A 2-layer Llama (4 query heads over 2 KV heads, head dim 16) with random weights, saved locally so that
+    `from_pretrained` selects the implementation the way users do, without any download."""
+    config = transformers.LlamaConfig(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                                      pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    torch.manual_seed(0)
+    path = tmp_path_factory.mktemp("tiny-llama")
+    transformers.LlamaForCausalLM(config).save_pretrained(path)
+    return path
+
+
+def generate(path, impl, input_ids, attention_mask):
+    model = transformers.AutoModelForCausalLM.from_pretrained(path, attn_implementation=impl,
+                                                              dtype=torch.float32).eval()
+    assert model.config._attn_implementation == impl
+    with torch.no_grad():
+        return model.generate(input_ids=input_ids, attention_mask=attention_mask, max_new_tokens=NEW_TOKENS,
+                              do_sample=False, pad_token_id=0)
+
+
+class _Counting:
+    """Calls through to a kernel entry point and counts the calls (to show which path served each step)."""
+
+    def __init__(self, fn):
+        self.fn, self.calls = fn, 0
+
+    def __call__(self, *args, **kwargs):
+        self.calls += 1
+        return self.fn(*args, **kwargs)
+
+
+def test_one_prompt_matches_sdpa(saved_model, monkeypatch):
+    ids = torch.tensor([[1, 5, 9, 33, 17, 80, 4]])
+    mask = torch.ones_like(ids)
+    prefill = _Counting(integration.attention)
+    paged = _Counting(integration.paged_attn_fwd)
+    monkeypatch.setattr(integration, "attention", prefill)
+    monkeypatch.setattr(integration, "paged_attn_fwd", paged)
+    ours = generate(saved_model, "raytune_attn", ids, mask)
+    assert torch.equal(ours, generate(saved_model, "sdpa", ids, mask))
+    layers = 2
+    assert prefill.calls == layers  # the prompt: the tuned prefill kernel
+    assert paged.calls == layers * (NEW_TOKENS - 1)  # every decode step: the paged kernel
+
+
+def test_left_padded_batch_matches_sdpa(saved_model):
+    ids = torch.tensor([[0, 0, 0, 1, 7, 3, 99], [1, 5, 9, 33, 17, 80, 4]])
+    mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]])
+    ours = generate(saved_model, "raytune_attn", ids, mask)
+    assert torch.equal(ours, generate(saved_model, "sdpa", ids, mask))
+
+
+def test_right_padding_is_refused(saved_model):
+    model = transformers.AutoModelForCausalLM.from_pretrained(saved_model, attn_implementation="raytune_attn")
+    ids = torch.tensor([[1, 7, 3, 0], [1, 5, 9, 33]])
+    mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
+    with torch.no_grad(), pytest.raises(ValueError, match="left padding only"):
+        model(input_ids=ids, attention_mask=mask)
