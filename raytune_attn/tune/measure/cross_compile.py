@@ -216,15 +216,16 @@ def compile_one(target_name: str, problem: dict, config: dict) -> dict:
 
     target = TARGETS[target_name]
     kernel, args, kwargs = launch_spec(Problem.from_dict(problem), config, target.backend)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_s()
     try:
         signature, constexprs, attrs, options = specialize(kernel, args, kwargs, target)
         compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target.gpu_target(),
                                   options=options)
     except Exception as e:  # noqa: BLE001 - whatever the compiler raises is this config's answer
-        return {"status": "failed", "message": compiler_message(e), "compile_s": time.perf_counter() - t0}
+        return {"status": "failed", "message": compiler_message(e), "compile_s": time.perf_counter() - t0,
+                "compile_cpu_s": _cpu_s() - cpu0}
     row = {"status": "compiled", "message": "", "compile_s": time.perf_counter() - t0,
-           "shared_bytes": int(compiled.metadata.shared)}
+           "compile_cpu_s": _cpu_s() - cpu0, "shared_bytes": int(compiled.metadata.shared)}
     row.update(amd_resources(compiled.asm["amdgcn"]) if target.backend == "hip"
                else nvidia_resources(compiled.asm["cubin"]))
     if row["shared_bytes"] > target.smem_limit:  # what loading it on the GPU would raise
@@ -232,6 +233,15 @@ def compile_one(target_name: str, problem: dict, config: dict) -> dict:
         row["message"] = str(triton.runtime.errors.OutOfResources(row["shared_bytes"], target.smem_limit,
                                                                   "shared memory")).split(". ")[0]
     return row
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and the tools it ran (ptxas, ld.lld): a compile's cost whatever else shares
+    the machine, where its wall time is not."""
+    import resource
+
+    return sum(resource.getrusage(who).ru_utime + resource.getrusage(who).ru_stime
+               for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
 
 
 def compiler_message(e: BaseException) -> str:
