@@ -66,7 +66,7 @@ def step(cache, q_by_seq, kv_by_seq):
 
 def reference(cache, seq, q):
     """Plain causal attention over the gathered keys (bottom-right aligned), in float64."""
-    k, v = (t.double().repeat_interleave(HQ // HKV, dim=1) for t in cache.gathered(seq))
+    k, v = (t.cpu().double().repeat_interleave(HQ // HKV, dim=1) for t in cache.gathered(seq))
     s = torch.einsum("qhd,khd->hqk", q.double(), k) * D**-0.5
     n, m = q.shape[0], k.shape[0]
     s = s.masked_fill(torch.arange(m)[None, :] > torch.arange(n)[:, None] + (m - n), float("-inf"))

@@ -30,9 +30,11 @@ PAGED_KNOBS: dict[str, type] = {
 }
 _TILES = (16, 32, 64, 128, 256)  # tl.dot needs every dimension >= 16 and powers of two
 _SEGMENTS = (1, 2, 4, 8, 16, 32, 64)  # the reduce loads all segments of a row as one power-of-two vector
-# Programs a split-KV launch aims for when choosing NUM_SEGMENTS by default: a few per SM of a large GPU,
-# enough that a batch of one long sequence keeps the memory system busy.
-_TARGET_PROGRAMS = 512
+# The default splits the keys only when (sequences x KV heads) programs are fewer than a large GPU's SMs, and
+# then into segments enough for about _TARGET_PROGRAMS programs: on an H100, decode batches of 32 sequences x 8
+# KV heads read the cache fastest unsplit, while 1 and 8 sequences needed 512-1024 programs (docs/paged.md).
+_MIN_PROGRAMS = 128
+_TARGET_PROGRAMS = 1024
 
 
 def validate_paged_config(config: Mapping[str, Any], *, head_dim: int = 128, group: int = 1) -> dict[str, Any]:
@@ -69,24 +71,25 @@ def default_paged_config(*, head_dim: int = 128, group: int = 1, max_seqlen_q: i
                          max_seqlen_k: int | None = None, num_seqs: int | None = None,
                          num_kv_heads: int | None = None) -> dict[str, Any]:
     """The config used when none is given: a heuristic, not a tuned one (vLLM's unified attention chooses its
-    tiles the same way).
+    tiles the same way); docs/paged.md has what it was checked against.
 
-    The tile is as tall as one sequence's packed rows need (at least 16, at least the group), up to 64 rows past
-    head dim 128 and 128 rows below. Split-KV is used only when every sequence fits one query tile (decode and
-    small speculative groups): there one program per (sequence, KV head) leaves most of a GPU idle, and the
+    The tile is as tall as one sequence's packed rows need (at least 16, at least the group), up to 64 rows:
+    taller tiles with more warps were slower on mixed batches, whose decode rows fill few of a tile's rows.
+    Split-KV is used only when every sequence fits one query tile (decode and small speculative groups) and
+    there are fewer than `_MIN_PROGRAMS` (sequence, KV head) programs, which would leave most of a GPU idle: the
     segments multiply the programs up to about `_TARGET_PROGRAMS`, never past one key tile per segment. Prefill
     chunks get one segment: they have query tiles enough to fill the GPU, and partials for every token would
     cost memory traffic.
     """
-    cap = 64 if head_dim > 128 else 128
+    cap = 64
     rows = _pow2_at_least(max(1, max_seqlen_q or 1) * group)
     block_m = max(16, _pow2_at_least(group), min(rows, cap))
     block_n = 32 if head_dim > 128 else 64
     if max_seqlen_k:
         block_n = min(block_n, max(16, _pow2_at_least(max_seqlen_k)))
     segments = 1
-    if max_seqlen_q and max_seqlen_k and max_seqlen_q * group <= block_m:
-        programs = max(1, (num_seqs or 1) * (num_kv_heads or 1))
+    programs = max(1, (num_seqs or 1) * (num_kv_heads or 1))
+    if max_seqlen_q and max_seqlen_k and max_seqlen_q * group <= block_m and programs < _MIN_PROGRAMS:
         tiles = -(-max_seqlen_k // block_n)
         while segments < _SEGMENTS[-1] and programs * segments * 2 <= _TARGET_PROGRAMS and segments * 2 <= tiles:
             segments *= 2
