@@ -9,7 +9,8 @@ import importlib
 
 __version__ = "0.1.0"
 __all__ = [
-    "attention", "varlen_attention", "paged_attention", "load_configs", "InvalidConfig", "default_config", "__version__",
+    "attention", "varlen_attention", "paged_attention", "load_configs", "InvalidConfig", "default_config",
+    "__version__",
 ]
 
 _LAZY = {
