@@ -2,6 +2,11 @@
 
 TRITON_INTERPRET must be set before any @triton.jit function is defined, so it is set here, before the package
 is imported by any test module.
+
+On a GPU the parametrized kernel tests mark the cases outside their fast set `gpu_slow` (test_flash_attn.py says
+how the fast set is chosen). A run whose `-m` expression does not name gpu_slow (or that has none) leaves those
+out, so the GPU suite fits in one short device call; `-m gpu_slow` runs only them, `-m "gpu_slow or not gpu_slow"`
+everything (docs/gpu-tests.md).
 """
 
 import os
@@ -13,3 +18,12 @@ if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 DEVICE = "cuda" if HAS_GPU else "cpu"
+
+
+def pytest_collection_modifyitems(config, items):
+    if "gpu_slow" in config.option.markexpr:  # the caller chose them with -m (`-m "not slow"` does not)
+        return
+    slow = [item for item in items if item.get_closest_marker("gpu_slow")]
+    if slow:
+        config.hook.pytest_deselected(items=slow)
+        items[:] = [item for item in items if not item.get_closest_marker("gpu_slow")]

@@ -2,6 +2,11 @@
 
 On a machine without a GPU these run in the Triton interpreter in float32; on a GPU in float16 and bfloat16.
 Every output is poisoned with NaN before the call, so an element the kernel never writes fails the check.
+
+On a GPU nearly all the time goes to compiling (a config, head dim, mask, dtype and layout each make a binary), so
+there each parametrized test runs a fast set chosen to hold every pair of its factors' values (every knob value
+with each other knob's values, with both masks and both dtypes) and marks the other cases `gpu_slow`: left out of
+a plain run, run with `-m gpu_slow` (conftest.py, docs/gpu-tests.md). In the interpreter every case runs.
 """
 
 import itertools
@@ -15,6 +20,39 @@ from raytune_attn.config import validate_config
 from raytune_attn.kernels.flash_attn import _whole_rows, flash_attn_fwd
 
 DTYPES = [torch.float16, torch.bfloat16] if HAS_GPU else [torch.float32]
+MASKS = [False, True]
+
+
+def _pairs(case: tuple) -> set:
+    return {(i, a, j, b) for (i, a), (j, b) in itertools.combinations(enumerate(case), 2)}
+
+
+def pairwise_cover(cases: list[tuple]) -> set[tuple]:
+    """A subset of `cases` (tuples of factor values) in which every pair of values that two factors take together
+    somewhere in `cases` appears at least once. Greedy: the case adding the most missing pairs first, the earliest
+    on a tie, so the subset is the same on every run."""
+    pairs = [_pairs(c) for c in cases]
+    missing = set().union(*pairs)
+    chosen = set()
+    while missing:
+        best = max(range(len(cases)), key=lambda i: len(pairs[i] & missing))
+        chosen.add(cases[best])
+        missing -= pairs[best]
+    return chosen
+
+
+def _case(*values, fast: bool, id: str):  # noqa: A002 - named as pytest.param names it
+    """A parametrized case; on a GPU one outside the fast set is marked gpu_slow."""
+    return pytest.param(*values, id=id, marks=() if fast or not HAS_GPU else pytest.mark.gpu_slow)
+
+
+def _knob_id(cfg: dict) -> str:
+    return "-".join(f"{k}{int(v)}" for k, v in cfg.items()) or "default"
+
+
+def _mask_id(causal: bool) -> str:
+    return "causal" if causal else "full"
+
 
 # (batch, Hq, Hkv, Sq, Sk, head_dim): odd lengths, Sq != Sk both ways, MHA/GQA/MQA, head dims 32..256
 # including the non-powers of two that get padded (80, 96, 112, 160, 192).
@@ -74,25 +112,45 @@ def _check_dense(shape, causal, dtype, config, scale=None):
         assert (lse[fin] - ref_lse[fin]).abs().max().item() < 100 * tolerance(dtype, DEVICE)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: "x".join(map(str, s)))
+# On a GPU the fast set runs every shape causal (the diagonal; rows that see no key where Sq > Sk) and, full too,
+# the shapes whose tail blocks the mask alone cuts (Sq != Sk, the 1000-token one); the dtype alternates so that
+# each dtype runs both masks.
+DENSE_SHAPE_CASES = [
+    _case(shape, causal, dtype, id=f"{'x'.join(map(str, shape))}-{_mask_id(causal)}-{dtype}",
+          fast=(causal or shape[3] != shape[4] or shape[3] >= 1000) and (i + causal + j) % len(DTYPES) == 0)
+    for i, shape in enumerate(SHAPES) for causal in MASKS for j, dtype in enumerate(DTYPES)
+]
+
+
+@pytest.mark.parametrize("shape, causal, dtype", DENSE_SHAPE_CASES)
 def test_dense_shapes(shape, causal, dtype):
     _check_dense(shape, causal, dtype, {"BLOCK_M": 64, "BLOCK_N": 32})
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("config", CONFIGS, ids=lambda c: "-".join(f"{k}{int(v)}" for k, v in c.items()))
+def _knob_cases():
+    """Every config with each mask and dtype; the fast set holds every pair of knob values (tile sizes, V preload,
+    split loops, descriptor loads, warps/stages), mask and dtype."""
+    cases = list(itertools.product(range(len(CONFIGS)), MASKS, DTYPES))
+    factors = {c: (*CONFIGS[c[0]].values(), c[1], str(c[2])) for c in cases}
+    fast = pairwise_cover(list(factors.values()))
+    return [_case(CONFIGS[i], causal, dtype, id=f"{_knob_id(CONFIGS[i])}-{_mask_id(causal)}-{dtype}",
+                  fast=factors[(i, causal, dtype)] in fast) for i, causal, dtype in cases]
+
+
+@pytest.mark.parametrize("config, causal, dtype", _knob_cases())
 def test_every_knob(config, causal, dtype):
     # Sq < Sk, ragged lengths and a padded head dim exercise the diagonal, the tail block and the head mask.
     _check_dense((1, 4, 2, 77, 100, 80), causal, dtype, config)
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_default_config_each_head_dim(dtype):
-    for d in (32, 64, 80, 96, 112, 128, 160, 192, 256):
-        _check_dense((1, 2, 2, 33, 33, d), True, dtype, {})
+# The default config of each head dim (its tiles change with it): on a GPU the fast set alternates the dtype.
+HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 256)
+
+
+@pytest.mark.parametrize("d, dtype", [_case(d, dtype, id=f"d{d}-{dtype}", fast=(i + j) % len(DTYPES) == 0)
+                                      for i, d in enumerate(HEAD_DIMS) for j, dtype in enumerate(DTYPES)])
+def test_default_config_each_head_dim(d, dtype):
+    _check_dense((1, 2, 2, 33, 33, d), True, dtype, {})
 
 
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
@@ -126,12 +184,25 @@ VARLEN = [
 ]
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("lens", VARLEN, ids=lambda lens: "-".join(map(str, lens[0])))
-@pytest.mark.parametrize("heads_dim", [(4, 2, 64), (2, 2, 96), (4, 1, 128)], ids=lambda h: "hq{}-hkv{}-d{}".format(*h))
-@pytest.mark.parametrize("config", [{"BLOCK_M": 32, "BLOCK_N": 16}, {"BLOCK_M": 16, "BLOCK_N": 32,
-                                    "SPLIT_MASK": False, "PRE_LOAD_V": True}], ids=["split", "masked"])
+VARLEN_HEADS = [(4, 2, 64), (2, 2, 96), (4, 1, 128)]  # (Hq, Hkv, head dim)
+VARLEN_CONFIGS = {"split": {"BLOCK_M": 32, "BLOCK_N": 16},
+                  "masked": {"BLOCK_M": 16, "BLOCK_N": 32, "SPLIT_MASK": False, "PRE_LOAD_V": True}}
+
+
+def _varlen_cases():
+    """Every batch of lengths with each head layout, mask, dtype and config. The lengths don't change the binary:
+    the fast set runs all of them on the binaries (head layout, mask, dtype, config) of a pairwise cover."""
+    binaries = list(itertools.product(range(len(VARLEN_HEADS)), MASKS, [str(d) for d in DTYPES], VARLEN_CONFIGS))
+    fast = pairwise_cover(binaries)
+    return [_case(lens, VARLEN_HEADS[h], causal, dtype, VARLEN_CONFIGS[name],
+                  id="{}-hq{}-hkv{}-d{}-{}-{}-{}".format(name, *VARLEN_HEADS[h], "-".join(map(str, lens[0])),
+                                                          _mask_id(causal), dtype),
+                  fast=(h, causal, str(dtype), name) in fast)
+            for name in VARLEN_CONFIGS for h in range(len(VARLEN_HEADS)) for lens in VARLEN for causal in MASKS
+            for dtype in DTYPES]
+
+
+@pytest.mark.parametrize("lens, heads_dim, causal, dtype, config", _varlen_cases())
 def test_varlen(lens, heads_dim, causal, dtype, config):
     hq, hkv, d = heads_dim
     lq, lk = lens
@@ -178,15 +249,22 @@ def _hopper_cfg(knobs):
     return {**tiles, "num_warps": 8, **knobs}
 
 
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("knobs", HOPPER_KNOB_CONFIGS, ids=lambda c: "-".join(f"{k}{int(v)}" for k, v in c.items()))
+# On a GPU the fast set runs every knob set both dense and varlen, one with each mask (a pairwise cover).
+_HOPPER_FAST = pairwise_cover(list(itertools.product(range(len(HOPPER_KNOB_CONFIGS)), MASKS, ("dense", "varlen"))))
+
+
+def _hopper_cases(layout: str):
+    return [_case(knobs, causal, id=f"{_knob_id(knobs)}-{_mask_id(causal)}", fast=(i, causal, layout) in _HOPPER_FAST)
+            for i, knobs in enumerate(HOPPER_KNOB_CONFIGS) for causal in MASKS]
+
+
+@pytest.mark.parametrize("knobs, causal", _hopper_cases("dense"))
 def test_hopper_knobs_dense(knobs, causal):
     # GQA, Sq < Sk (a diagonal that starts mid-tile), ragged lengths: several m-blocks and tiles per program.
     _check_dense((2, 3, 1, 40, 50, 32), causal, DTYPES[0], _hopper_cfg(knobs))
 
 
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("knobs", HOPPER_KNOB_CONFIGS, ids=lambda c: "-".join(f"{k}{int(v)}" for k, v in c.items()))
+@pytest.mark.parametrize("knobs, causal", _hopper_cases("varlen"))
 def test_hopper_knobs_varlen(knobs, causal):
     # An empty sequence, Sq != Sk per sequence and the longest one in the middle (tiles past a short sequence's
     # end are skipped by the persistent loop, and counted from the end under REVERSE_M).
@@ -197,17 +275,25 @@ def test_hopper_knobs_varlen(knobs, causal):
 # many key blocks a tile: the ring of K/V buffers wraps several times, and each consumer group must store its
 # own rows (Triton's pass once stored the second group's rows 64 too far down). On the persistent grid with one Q
 # buffer too: the producer then reloads the one buffer between tiles, after the consumers are done with it.
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("persistent, one_q", [(False, False), (True, False), (True, True)],
-                         ids=["grid", "persistent", "persistent-1q"])
-@pytest.mark.parametrize("varlen", [False, True], ids=["dense", "varlen"])
+# On a GPU the fast set runs each grid dense and varlen, one with each mask (a pairwise cover).
+WS_GRIDS = {"grid": (False, False), "persistent": (True, False), "persistent-1q": (True, True)}
+_WS_FAST = pairwise_cover(list(itertools.product(WS_GRIDS, MASKS, (False, True))))
+
+
+@pytest.mark.parametrize("causal, persistent, one_q, varlen", [
+    _case(causal, *WS_GRIDS[grid], varlen, id=f"{'varlen' if varlen else 'dense'}-{grid}-{_mask_id(causal)}",
+          fast=(grid, causal, varlen) in _WS_FAST)
+    for varlen in (False, True) for grid in WS_GRIDS for causal in MASKS])
 def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, one_q, varlen):
     tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
     cfg = {**WS, **tiles, "PERSISTENT": persistent, "REVERSE_M": persistent, "ONE_Q_BUFFER": one_q}
+    # The interpreter has neither the ring nor the warp groups: there a third of the lengths (still several query
+    # blocks and up to 7 key blocks a tile) runs the same loops at a ninth of the cost.
+    sq, sk = ([300, 0, 77], [333, 5, 200]) if HAS_GPU else ([100, 0, 26], [111, 5, 67])
     if varlen:
-        test_varlen(([300, 0, 77], [333, 5, 200]), (4, 2, 64), causal, DTYPES[-1], cfg)
+        test_varlen((sq, sk), (4, 2, 64), causal, DTYPES[-1], cfg)
     else:
-        _check_dense((2, 4, 2, 333, 333, 64), causal, DTYPES[-1], cfg)
+        _check_dense((2, 4, 2, sk[0], sk[0], 64), causal, DTYPES[-1], cfg)
 
 
 # The persistent grid's longest-first order deals odd rounds of tiles backwards (a snake), a short last round too:
@@ -227,11 +313,16 @@ def test_persistent_longest_first_deals_every_tile_once(heads, m_blocks, causal)
 # Dense keys in whole key blocks: the kernel then drops the sequence-end mask (a full mask masks no block at all, a
 # causal one only its diagonal band), in the split loops, the one masked loop and under warp specialization; with
 # ragged query counts, fewer and more queries than keys.
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("knobs", [{}, {"SPLIT_MASK": False}, {"PERSISTENT": True, "REVERSE_M": True}, WS,
-                                   {**WS, "PERSISTENT": True}],
-                         ids=lambda c: "-".join(f"{k}{int(v)}" for k, v in c.items()) or "split")
-@pytest.mark.parametrize("fewer_queries", [True, False], ids=["sq<sk", "sq>sk"])
+# On a GPU the fast set runs each knob set with both masks, fewer and more queries than keys alternating (a
+# pairwise cover; the query count does not change the binary).
+WHOLE_KEY_KNOBS = [{}, {"SPLIT_MASK": False}, {"PERSISTENT": True, "REVERSE_M": True}, WS, {**WS, "PERSISTENT": True}]
+_WHOLE_KEY_FAST = pairwise_cover(list(itertools.product(range(len(WHOLE_KEY_KNOBS)), MASKS, (True, False))))
+
+
+@pytest.mark.parametrize("knobs, causal, fewer_queries", [
+    _case(knobs, causal, fewer, id=f"{'sq<sk' if fewer else 'sq>sk'}-{_knob_id(knobs)}-{_mask_id(causal)}",
+          fast=(i, causal, fewer) in _WHOLE_KEY_FAST)
+    for fewer in (True, False) for i, knobs in enumerate(WHOLE_KEY_KNOBS) for causal in MASKS])
 def test_whole_key_blocks(knobs, causal, fewer_queries):
     tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
     sk = 4 * tiles["BLOCK_N"]
@@ -244,10 +335,17 @@ def test_whole_key_blocks(knobs, causal, fewer_queries):
 # tensors, built once a program (each head's rows found by their offset; the last query block of a head reads rows of
 # the next head and stores none of them), and any other layout through descriptors built per tile: both against the
 # reference, with two sequences and two query heads a key/value head.
-@pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
-@pytest.mark.parametrize("knobs", [{"USE_TMA": True}, WS, {**WS, "ONE_Q_BUFFER": True}],
-                         ids=["split-loop", "warp-specialized", "warp-specialized-1q"])
-@pytest.mark.parametrize("layout", ["bhsd", "bshd"], ids=["contiguous", "heads-inside"])
+# On a GPU the fast set runs each layout and each form, one form with each mask (a pairwise cover).
+DESC_FORMS = {"split-loop": {"USE_TMA": True}, "warp-specialized": WS,
+              "warp-specialized-1q": {**WS, "ONE_Q_BUFFER": True}}
+DESC_LAYOUTS = {"bhsd": "contiguous", "bshd": "heads-inside"}
+_DESC_FAST = pairwise_cover(list(itertools.product(DESC_LAYOUTS, DESC_FORMS, MASKS)))
+
+
+@pytest.mark.parametrize("layout, knobs, causal", [
+    _case(layout, DESC_FORMS[form], causal, id=f"{DESC_LAYOUTS[layout]}-{form}-{_mask_id(causal)}",
+          fast=(layout, form, causal) in _DESC_FAST)
+    for layout in DESC_LAYOUTS for form in DESC_FORMS for causal in MASKS])
 def test_persistent_grid_whole_tensor_descriptors(layout, knobs, causal):
     tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
     b, hq, hkv, d = 2, 4, 2, 64
@@ -319,3 +417,15 @@ def test_out_of_resources_becomes_invalid_config():
     q = _rand(1, 1, 256, 256, dtype=torch.bfloat16)
     with pytest.raises(InvalidConfig, match="resources"):
         flash_attn_fwd(q, q, q, cfg)
+
+
+def test_pairwise_cover_keeps_every_pair_and_every_hopper_knob_with_both_masks():
+    # The GPU's fast set of test_every_knob, computed the same way on any machine: every pair of values that two
+    # factors take together in the full product is still together in some case of the cover.
+    full = [(*GPU_CONFIGS[i].values(), causal, dtype)
+            for i, causal, dtype in itertools.product(range(len(GPU_CONFIGS)), MASKS, ("float16", "bfloat16"))]
+    fast = pairwise_cover(full)
+    assert set(fast) <= set(full) and len(fast) < len(full) // 10
+    assert set().union(*(_pairs(c) for c in fast)) == set().union(*(_pairs(c) for c in full))
+    assert {(i, causal) for i, causal, _ in _HOPPER_FAST} == set(itertools.product(range(len(HOPPER_KNOB_CONFIGS)),
+                                                                                    MASKS))
