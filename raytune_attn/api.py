@@ -6,14 +6,9 @@ current device and the call's shape, else from `raytune_attn.config.default_conf
 
 from __future__ import annotations
 
-import functools
-
 import torch
-import triton
-import triton.language as tl
 
-from raytune_attn import inputs, runtime
-from raytune_attn.config import InvalidConfig, validate_config
+from raytune_attn import inputs, runtime, validation
 from raytune_attn.kernels.flash_attn import flash_attn_fwd
 
 _DTYPE_NAMES = {torch.float16: "float16", torch.bfloat16: "bfloat16", torch.float32: "float32"}
@@ -63,8 +58,9 @@ _plans: dict[tuple, tuple[dict, bool]] = {}
 
 def _prepared(config, q, k, v, layout: str) -> tuple[dict, bool]:
     """(validated config, whether the inputs' last dimension is contiguous), with every check of the inputs and
-    the config done once per distinct (config, shapes, strides, dtypes, devices): a hot inference loop pays one
-    dict lookup instead of ~10 us of checks, inside a dispatch budget of a few microseconds."""
+    the config (`validation.prepare`) done once per distinct (config, shapes, strides, dtypes, devices): a hot
+    inference loop pays one dict lookup instead of ~10 us of checks, inside a dispatch budget of a few
+    microseconds."""
     try:
         key = (tuple(config.items()), layout, q.shape, k.shape, v.shape, q.stride(), k.stride(), v.stride(),
                q.dtype, k.dtype, v.dtype, q.device, k.device, v.device)
@@ -74,76 +70,17 @@ def _prepared(config, q, k, v, layout: str) -> tuple[dict, bool]:
     if plan is None:
         if layout == "dense":
             inputs.check_dense(q, k, v)  # varlen inputs are checked on every call (their offsets change)
-        cfg = _validated(config, q)
-        _check_fits(cfg, q, k, v)
+        cfg = validation.prepare(config, q, k, v)
         plan = (cfg, all(t.stride(-1) == 1 for t in (q, k, v)))
         if key is not None:
             if len(_plans) > 4096:  # shapes can vary without bound (varlen, growing caches): keep the table small
                 _plans.clear()
             _plans[key] = plan
     if plan[0]["USE_TMA"]:
-        _check_tma_alignment(q, k, v)  # base addresses change from call to call
+        validation.check_tma_alignment(q, k, v)  # base addresses change from call to call
     return plan
-
-
-def _vendor(t: torch.Tensor) -> str:
-    if not t.is_cuda:
-        return "cpu"
-    return "amd" if torch.version.hip else "nvidia"
-
-
-def _validated(config, q) -> dict:
-    return validate_config(config, head_dim=q.shape[-1], vendor=_vendor(q))
 
 
 def _select(batch, hq, hkv, sq, sk, d, causal, dtype, varlen) -> dict:
     return runtime.select_config(batch=batch, hq=hq, hkv=hkv, seqlen_q=sq, seqlen_k=sk, head_dim=d, causal=causal,
                                  dtype=_DTYPE_NAMES[dtype], varlen=varlen)
-
-
-@functools.lru_cache(maxsize=16)
-def _smem_limit(device_index: int) -> int:
-    props = torch.cuda.get_device_properties(device_index)
-    return getattr(props, "shared_memory_per_block_optin", 0) or getattr(props, "shared_memory_per_block", 0)
-
-
-@functools.lru_cache(maxsize=16)
-def _capability(device_index: int) -> tuple[int, int]:
-    return torch.cuda.get_device_capability(device_index)
-
-
-def _check_fits(config: dict, q, k, v):
-    """Reject configs that cannot work for this problem before any compile.
-
-    Only certain failures are caught here (the search's resource pre-filter estimates more): one K tile and one
-    V tile must sit in shared memory at once whatever the pipelining, so 2 * BLOCK_N * BLOCK_D * itemsize above
-    the device's limit can never launch.
-    """
-    block_d = max(16, triton.next_power_of_2(q.shape[-1]))
-    if q.is_cuda:
-        need = 2 * config["BLOCK_N"] * block_d * q.element_size()
-        limit = _smem_limit(q.device.index if q.device.index is not None else torch.cuda.current_device())
-        if limit and need > limit:
-            raise InvalidConfig(
-                f"BLOCK_N={config['BLOCK_N']} with head dim {q.shape[-1]}: K and V tiles alone need {need} bytes "
-                f"of shared memory, the device has {limit}"
-            )
-    if config["USE_TMA"]:
-        if not hasattr(tl, "make_tensor_descriptor"):
-            raise InvalidConfig(f"USE_TMA needs tensor descriptors, which Triton {triton.__version__} lacks")
-        if q.is_cuda and (torch.version.hip or _capability(q.device.index or 0) < (9, 0)):
-            raise InvalidConfig("USE_TMA needs an NVIDIA GPU of compute capability 9.0 (Hopper) or newer")
-        _check_tma_alignment(q, k, v)
-
-
-def _check_tma_alignment(q, k, v):
-    # The copy engine moves 16-byte-aligned rows: every row stride and base address must be 16-byte aligned.
-    for name, t in (("k", k), ("v", v)):
-        row_stride = t.stride(-3) if t.dim() == 3 else t.stride(-2)
-        head_stride = t.stride(-2) if t.dim() == 3 else t.stride(1)
-        bad = [s for s in (row_stride, head_stride) if (s * t.element_size()) % 16]
-        if bad or t.data_ptr() % 16 or (t.shape[-1] * t.element_size()) % 16:
-            raise InvalidConfig(
-                f"USE_TMA needs 16-byte aligned rows of {name}: head dim {t.shape[-1]} x {t.element_size()} "
-                f"bytes and strides {tuple(t.stride())} do not all qualify"
-            )

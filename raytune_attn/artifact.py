@@ -36,8 +36,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from raytune_attn.config import InvalidConfig, validate_config
 from raytune_attn.problem import Problem
+from raytune_attn.validation import InvalidConfig, check
 
 SCHEMA_VERSION = 1
 ARTIFACT_FILENAME = "best_configs.json"
@@ -147,7 +147,7 @@ def _current(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def validate(art: Any, *, source: str = "<artifact>") -> None:
-    """Check schema and checksum; every entry's config must pass `validate_config` for its vendor."""
+    """Check schema and checksum; every entry's config must pass `validation.check` for its problem and vendor."""
     if not isinstance(art, dict):
         raise ArtifactError(f"{source}: the artifact must be a JSON object, got {type(art).__name__}")
     if "schema_version" not in art:
@@ -189,7 +189,8 @@ def validate(art: Any, *, source: str = "<artifact>") -> None:
         except ValueError as err:
             raise ArtifactError(f"{where}: {err}") from None
         try:
-            validate_config(_current(e["config"]), head_dim=problem.head_dim, vendor=e.get("vendor") or "cpu")
+            check(_current(e["config"]), head_dim=problem.head_dim, vendor=e.get("vendor") or "cpu",
+                  dtype=problem.dtype)
         except InvalidConfig as err:
             raise ArtifactError(f"{where} ({e['problem_key']}): invalid config: {err}") from None
         k = (e["accelerator_type"], e["problem_key"])

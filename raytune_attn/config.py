@@ -58,10 +58,9 @@ def default_config(head_dim: int = 128, max_seqlen_q: int | None = None,
 
     With the problem's (maximum) sequence lengths, tiles are no taller than the sequences, rounded up to a power of
     two (at least 16): a 128-row tile over 16 query rows computes 8x the work it keeps. Warps follow the tile (16
-    rows per warp, at least 2), and a key loop of one block gets 1 stage (nothing to pipeline). On the H200's
-    exhaustive Llama-prefill landscapes (docs/benchmarks, run 7) this moves the default from 0.16-0.19 to 0.98 of
-    the best on the 16-token keys and from 0.40-0.61 to 0.77-0.93 on the 64-token keys; keys of 256 tokens and
-    more keep the plain default.
+    rows per warp, at least 2), and a key loop of one block gets 1 stage (nothing to pipeline): on short keys the
+    plain default wastes most of its work (docs/benchmarks has the landscapes); keys of 256 tokens and more keep
+    the plain default.
     """
     cfg = _plain_default(head_dim)
     if max_seqlen_q and _tile_for(max_seqlen_q) < cfg["BLOCK_M"]:
@@ -83,8 +82,8 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
     return {
         "BLOCK_M": 64 if big else 128,
         "BLOCK_N": 32 if big else 64,
-        # 16 query rows per warp where the head is wide: a 64-row tile with 8 warps measured 0.32-0.39 of the best
-        # D=256 config on an H200, the same tile with 4 warps 0.81-0.88 (docs/benchmarks, run 13).
+        # 16 query rows per warp where the head is wide: at D=256 a 64-row tile with 8 warps runs far slower than
+        # the same tile with 4 warps (docs/benchmarks).
         "num_warps": 4 if big or head_dim < 128 else 8,
         "num_stages": 2,
         "PRE_LOAD_V": False,
@@ -99,7 +98,9 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
 
 
 def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: str = "cpu") -> dict[str, Any]:
-    """Return a complete config (defaults filled in) or raise InvalidConfig naming the bad knob.
+    """Return a complete config (defaults filled in) or raise InvalidConfig naming the bad knob: the knob values
+    and the rules among them. Whether a config can run a problem on a device (these rules, shared memory, tensor
+    descriptors, the backend) is `raytune_attn.validation`'s to say; it calls this.
 
     `vendor` is "nvidia", "amd" or "cpu" (the Triton interpreter); AMD-only knobs are refused on NVIDIA and
     NVIDIA-only ones (maxnreg) on AMD.
@@ -146,7 +147,7 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         raise InvalidConfig("WARP_SPECIALIZE needs USE_TMA (every load through a tensor descriptor) and SPLIT_MASK "
                             "off (one key loop)")
     if out["WARP_SPECIALIZE"] and out["num_stages"] != 2:
-        # Measured on an H200 with Triton 3.6: a ring of 3 K/V buffers gave NaN outputs; 2 is the depth verified.
+        # A ring of 3 K/V buffers gave NaN outputs with Triton 3.6; 2 is the depth verified.
         raise InvalidConfig(f"WARP_SPECIALIZE is verified correct with num_stages=2 only (3 gave NaN outputs with "
                             f"Triton 3.6 on Hopper), got {out['num_stages']}")
     if out["ONE_Q_BUFFER"] and not (out["PERSISTENT"] and out["WARP_SPECIALIZE"]):

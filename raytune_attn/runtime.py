@@ -39,8 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from raytune_attn import artifact as _artifact
-from raytune_attn.config import default_config, validate_config
+from raytune_attn.config import default_config
 from raytune_attn.problem import Problem
+from raytune_attn.validation import check
 
 ENV_VAR = "RAYTUNE_ATTN_CONFIGS"
 MLFLOW_SCHEMES = ("runs:/", "models:/", "mlflow-artifacts:/")
@@ -141,7 +142,7 @@ def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str 
     vendor = device.vendor
     for e in usable:
         p = Problem.from_key(e["problem_key"])
-        cfg = validate_config(e["config"], head_dim=p.head_dim, vendor=vendor)
+        cfg = check(e["config"], head_dim=p.head_dim, vendor=vendor, dtype=p.dtype)
         table.exact[_shape_key(p)] = cfg
         table.buckets.setdefault((p.head_dim, p.hq // p.hkv, p.causal, p.dtype), []).append((p, cfg))
     return table

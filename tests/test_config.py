@@ -116,3 +116,57 @@ def test_default_tiles_follow_short_sequences_and_only_those():
     for d in (64, 128, 256):  # every length-aware default is a valid config for its head dim
         for sq, sk in ((1, 1), (16, 4096), (4096, 16), (100, 100)):
             assert validate_config(default_config(d, sq, sk), head_dim=d, vendor="nvidia")
+
+
+# ------------------------------------------------------------------------------------------ raytune_attn.validation
+
+
+def test_check_is_validate_config_plus_what_the_architecture_holds():
+    from raytune_attn import validation
+    from raytune_attn.kernels.resources import ARCHS, Prefilter
+
+    big = {"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3}
+    assert validation.check(big, head_dim=256) == validate_config(big, head_dim=256)  # no architecture: the rules
+    with pytest.raises(InvalidConfig, match="shared memory, sm80 has 166912"):
+        validation.check(big, head_dim=256, arch="sm80")
+    assert Prefilter.for_problem("sm80", 256, "bfloat16").reason(validate_config(big, head_dim=256))
+    with pytest.raises(InvalidConfig, match="exist only on AMD"):  # the vendor follows the architecture
+        validation.check({"kpack": 2}, arch="sm90")
+    with pytest.raises(InvalidConfig, match="USE_TMA needs an NVIDIA GPU of compute capability 9.0"):
+        validation.check({"USE_TMA": True}, head_dim=64, arch="sm80")
+    assert validation.check({"USE_TMA": True}, head_dim=64, arch="sm90")["USE_TMA"] is True
+    assert ARCHS["interpreter"].smem_bytes is None and validation.check(big, head_dim=256, arch="interpreter")
+
+
+def test_the_search_screen_is_the_resource_model_and_the_rules():
+    from raytune_attn import validation
+    from raytune_attn.kernels.resources import Prefilter, block_d
+    from raytune_attn.tune.search.space import load_space
+
+    space = list(load_space("nvidia/sm90").configs())
+    for head_dim, dtype in ((128, "bfloat16"), (256, "float32")):
+        pre = Prefilter.for_problem("sm90", head_dim, dtype)
+        screen = validation.Screen.for_problem("sm90", head_dim, dtype)
+        nbytes = 4 if dtype == "float32" else 2
+        for c in space:  # on Hopper the model counts K and V whenever it counts anything: it decides alone
+            kv = 2 * c["BLOCK_N"] * block_d(head_dim) * nbytes
+            assert screen.accepts(c) == (pre.accepts(c) and kv <= 232448), c
+    amd = validation.Screen.for_problem("gfx942", 128, "bfloat16")
+    tile = {"BLOCK_M": 64, "BLOCK_N": 256, "num_warps": 4, "num_stages": 1}
+    assert Prefilter.for_problem("gfx942", 128, "bfloat16").accepts(tile)  # AMD's pipeliner: nothing certain
+    assert "131072 bytes of shared memory" in amd.reason(tile)  # but one K and one V tile always are
+    assert validation.Screen.for_problem("gfx942", 128, "bfloat16").reason({"BLOCK_M": 48}).startswith("BLOCK_M=48")
+    with pytest.raises(ValueError, match="unknown arch"):
+        validation.Screen.for_problem("sm99", 128, "bfloat16")
+
+
+def test_prepare_on_host_tensors_is_the_rules_and_the_alignment():
+    import torch
+
+    from raytune_attn import validation
+
+    q = torch.zeros(1, 2, 16, 64, dtype=torch.float16)
+    assert validation.prepare({"BLOCK_M": 16}, q, q, q) == validate_config({"BLOCK_M": 16}, head_dim=64)
+    odd = torch.zeros(1, 2, 16, 12, dtype=torch.float16)
+    with pytest.raises(InvalidConfig, match="16-byte aligned rows of k"):
+        validation.prepare({"USE_TMA": True, "BLOCK_M": 16, "BLOCK_N": 16}, odd, odd, odd)

@@ -22,6 +22,7 @@ import triton
 import triton.language as tl
 
 from raytune_attn.config import AMD_ONLY_KNOBS, InvalidConfig
+from raytune_attn.validation import check_backend
 
 LOG2E = 1.4426950408889634
 _PTXAS_ERROR = getattr(triton.runtime.errors, "PTXASError", subprocess.CalledProcessError)
@@ -386,16 +387,10 @@ _HAS_WARP_SPECIALIZE = _has_warp_specialize()
 
 
 def _check_support(config, q, interpreting: bool):
-    """Refuse, with the reason, the knobs this Triton or this backend cannot honour (rather than crash in the
-    compiler or silently ignore them)."""
-    if config.get("WARP_SPECIALIZE") and not _HAS_WARP_SPECIALIZE:
-        raise InvalidConfig(f"WARP_SPECIALIZE needs tl.range(warp_specialize=...), which Triton {triton.__version__} "
-                            "lacks")
-    if config.get("maxnreg") and not interpreting:
-        if torch.version.hip:
-            raise InvalidConfig("maxnreg is an NVIDIA launch option; the HIP backend has none")
-        if q.is_cuda and "maxnreg" not in _launch_options():
-            raise InvalidConfig(f"maxnreg is not a launch option of Triton {triton.__version__}'s NVIDIA backend")
+    """Refuse, with the reason, the knobs this Triton or this backend cannot honour: `validation.check_backend`
+    decides, from what this module knows of its Triton."""
+    check_backend(config, q, interpreting=interpreting, has_warp_specialize=_HAS_WARP_SPECIALIZE,
+                  launch_options=_launch_options)
 
 
 def _whole_rows(*tensors) -> bool:
@@ -438,7 +433,7 @@ def _resident_programs(args, kwargs, q, interpreting: bool) -> int:
 
 def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
                    max_seqlen_q=None, max_seqlen_k=None, return_lse=False, out=None, compile_only=False):
-    """Launch the kernel with an explicit, already validated config (see `raytune_attn.config.validate_config`).
+    """Launch the kernel with an explicit, already validated config (see `raytune_attn.validation.prepare`).
 
     Dense: q (B, Hq, Sq, D), k and v (B, Hkv, Sk, D). Varlen: q (total_q, Hq, D), k and v (total_k, Hkv, D) with
     int32 cu_seqlens_q/k of length B+1 and max_seqlen_q/k. The last dimension must be contiguous. Returns `out`

@@ -3,17 +3,17 @@ kept out of the measurement.
 
 Triton's `do_bench` records the start event, then the host launches the kernel. When the host needs longer to
 launch than the GPU needs for the flush before it, the GPU idles between the start event and the kernel, and that
-idle time is measured as kernel time. On an H200 a varlen launch from a busy Ray actor took 60-75 us while the
-kernels of the small Llama prefill keys run in 15-20 us: every config of such a problem measured the same host
-latency, and the search ranked noise. Here a spin on the GPU (`torch.cuda._sleep`) is queued after the flush and
+idle time is measured as kernel time. A launch from a busy Ray actor can take several times longer than the
+kernels of small prefill problems run: every config of such a problem then measures the same host latency, and
+the search ranks noise. Here a spin on the GPU (`torch.cuda._sleep`) is queued after the flush and
 before the start event, so the host has queued the kernel by the time the spin ends: the events bracket the kernel
 alone, whatever the host's speed.
 
-The spin hides a launch slower than itself only. From a Ray actor beside a sweep's 31 compile processes, one launch
-of the kernel (its Python wrapper and Triton's dispatch) took 210 us at the median and 0.7-1.2 ms at the 90th
-percentile (H200 x2, run 9): a rung of a 15 us kernel then ran at the host's pace, not the GPU's. So the timed
-callable is captured once in a CUDA graph and the runs replay it, which costs the host ~10 us whatever the callable's
-Python does (callables that cannot be captured, for example ones that sync, run as they are).
+The spin hides a launch slower than itself only. Beside a sweep's compile processes, one launch of the kernel (its
+Python wrapper and Triton's dispatch) can take longer than the spin, and a rung of a short kernel then runs at
+the host's pace, not the GPU's (docs/benchmarks has the measurements). So the timed callable is captured once in
+a CUDA graph and the runs replay it, which costs the host ~10 us whatever the callable's Python does (callables
+that cannot be captured, for example ones that sync, run as they are).
 """
 
 from __future__ import annotations
@@ -23,19 +23,16 @@ from collections.abc import Callable
 
 import torch
 
-# GPU cycles to spin before each timed run: 300k cycles are 150 us at the H100/H200 boost clock (1.98 GHz), longer
-# at lower clocks, against the 60-75 us launch latency seen from a loaded Ray actor.
+# GPU cycles to spin before each timed run: 300k cycles are 150 us at a 2 GHz boost clock, longer at lower clocks,
+# about twice the launch latency of a loaded Ray actor.
 SPIN_CYCLES = 300_000
-# The capping's confirming run (see median_ms) queues behind a longer spin: 40M cycles, 20 ms at the boost clock. In
-# run 18's fp16 grid sweep on a host slowed by minutes of full CPU use, 4 rungs of good configs ran both their first
-# runs at 3.7-18 ms, 1-4% of their cells' best speed, and stopped; one was a cell's best config. Not the GPU: after
-# idling 0-3 s a first run took at most 1.6x, and under 15 busy compile processes (their CUDA contexts loading
-# binaries) no run after the first stalled (docs/benchmarks/idle_first_run.py). So the host, whose stalls the 150 us
-# spin hides only when shorter. The cost is 20 ms of GPU time per capped rung (12-23 in a 36-cell grid sweep).
+# The capping's confirming run (see median_ms) queues behind a longer spin: 40M cycles, 20 ms at the boost clock. A
+# host slowed by full CPU use can stall a first run by milliseconds, long enough to stop good configs (even a
+# problem's best) on one run; the GPU itself does not (docs/benchmarks/idle_first_run.py). The spin hides host
+# stalls shorter than itself, for 20 ms of GPU time per capped rung.
 CONFIRM_SPIN_CYCLES = 40_000_000
-# A first run over the cap by more than this is the config, not a host stall, and needs no second run: the stalls
-# that capped good configs on one run (runs 11-13, rated on run 7's exhaustive landscapes) added at most 156 ms to
-# a run, while a 2-second config's confirmation cost its GPU another 2 s at the end of run 14's two-GPU sweep.
+# A first run over the cap by more than this is the config, not a host stall, and needs no second run: the host
+# stalls seen add a fraction of this to a run, while confirming a seconds-long config costs its GPU that long again.
 STALL_MAX_MS = 1000.0
 MIN_REPS = 5  # a rung of a few milliseconds still takes a median of several runs for a kernel that long
 
@@ -140,11 +137,10 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     if cap_ms is not None and first > cap_ms:
         # A single run is no verdict: the host can stall for milliseconds between the start event and the launch
         # (30 compile processes on 32 cores, past what the spin hides), and the run is timed before the graph
-        # exists. Run 12's FIFO sweep capped 82 rungs on one run; 10 of those configs measured at least half the
-        # best in full elsewhere, one of them the best of its key at 108 TFLOP/s against 4.9 on its first run.
-        # So a second run confirms: the rung stops only if it is over the cap too, unless no stall could explain
-        # the first (over the cap by more than STALL_MAX_MS). It queues behind CONFIRM_SPIN_CYCLES, so that a host
-        # stall of up to 20 ms before its launch is not timed either (run 18 saw two in a row).
+        # exists, and configs capped on one run have turned out among the best of their problem. So a second run
+        # confirms: the rung stops only if it is over the cap too, unless no stall could explain the first (over
+        # the cap by more than STALL_MAX_MS). It queues behind CONFIRM_SPIN_CYCLES, so that a host stall of up to
+        # 20 ms before its launch is not timed either (stalls can come two in a row).
         runs = 1
         if first <= cap_ms + STALL_MAX_MS:
             first, runs = min(first, one_run(CONFIRM_SPIN_CYCLES)), 2

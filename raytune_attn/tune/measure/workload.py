@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from raytune_attn.api import _check_fits, _validated
+from raytune_attn import validation
 from raytune_attn.inputs import check_dense, check_varlen
 from raytune_attn.kernels.flash_attn import flash_attn_fwd
 from raytune_attn.problem import Problem
@@ -36,7 +36,7 @@ class Workload:
     def __post_init__(self):
         # The inputs are checked once here, not on every timed call: the public varlen entry point reads the
         # offsets on the host (a device sync), and inside a timed call that sync, not the kernel, is what a
-        # small problem would measure (~0.1 ms on an H200 where the kernel takes microseconds).
+        # small problem would measure (a tenth of a millisecond, where the kernel takes microseconds).
         p = self.problem
         if p.varlen:
             check_varlen(self.q, self.k, self.v, self.cu_seqlens, self.cu_seqlens, p.seqlen_q, p.seqlen_k)
@@ -48,8 +48,7 @@ class Workload:
         key = tuple(sorted(config.items()))
         cfg = self._checked.get(key)
         if cfg is None:
-            cfg = _validated(config, self.q)
-            _check_fits(cfg, self.q, self.k, self.v)  # TMA alignment included: the inputs never move
+            cfg = validation.prepare(config, self.q, self.k, self.v)  # TMA alignment included: the inputs never move
             self._checked[key] = cfg
         return cfg
 
