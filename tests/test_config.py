@@ -170,3 +170,22 @@ def test_prepare_on_host_tensors_is_the_rules_and_the_alignment():
     odd = torch.zeros(1, 2, 16, 12, dtype=torch.float16)
     with pytest.raises(InvalidConfig, match="16-byte aligned rows of k"):
         validation.prepare({"USE_TMA": True, "BLOCK_M": 16, "BLOCK_N": 16}, odd, odd, odd)
+
+
+def test_prepare_refuses_on_a_device_what_check_refuses_on_its_architecture(monkeypatch):
+    import torch
+
+    from raytune_attn import validation
+
+    sm80 = validation._Device("nvidia", "sm80", 166912, (8, 0))  # what _gpu reads off an A100
+    monkeypatch.setattr(validation, "_device", lambda t: sm80)
+    q = torch.zeros(1, 1, 16, 256, dtype=torch.bfloat16)
+    for cfg in ({"BLOCK_M": 64, "BLOCK_N": 128, "num_warps": 4, "num_stages": 3},
+                {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2}, {"USE_TMA": True}):
+        try:
+            want = validation.check(cfg, head_dim=256, arch="sm80")
+        except InvalidConfig as e:
+            with pytest.raises(InvalidConfig, match=str(e).split(":")[-1].strip()[:20]):
+                validation.prepare(cfg, q, q, q)
+        else:
+            assert validation.prepare(cfg, q, q, q) == want

@@ -1,9 +1,11 @@
 """Workloads, the float32 reference every measured config is checked against, and its acceptance rule."""
 
+import pytest
 import torch
 from conftest import DEVICE
 from reference import attention_reference, varlen_reference
 
+from raytune_attn.config import InvalidConfig
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.workload import accept, make_workload, reference
 
@@ -105,3 +107,18 @@ def test_check_run_fails_rows_a_config_leaves_unwritten(monkeypatch):
     got = w.check_run(cfg)
     assert torch.isnan(got[:, :, DENSE.seqlen_q // 2:]).all()
     assert not accept(got, ref)[0]
+
+
+def test_workload_validates_through_the_public_validation_only():
+    import ast
+    import inspect
+
+    from raytune_attn.tune.measure import workload
+
+    tree = ast.parse(inspect.getsource(workload))
+    private = [(node.module, a.name) for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+               for a in node.names if a.name.startswith("_") and (node.module or "").startswith("raytune_attn")]
+    assert private == []
+    w = make_workload(Problem(1, 2, 2, 16, 16, 32, False, "float16"), device=DEVICE)
+    with pytest.raises(InvalidConfig, match="BLOCK_M=48"):
+        w.compile({"BLOCK_M": 48})
