@@ -7,8 +7,8 @@ measured, and with `--family-k K` the best of that and of the winners of its K n
 sequence length first, then token count: driver._nearest_siblings), valued on this key's landscape. Prints, per
 budget, the keys within 2% of their landscape's best (median over seeds, and the worst seed); writes a CSV.
 
-    python docs/benchmarks/family_replay.py tests/data/h200/llama_exhaustive_x4_nosync.parquet \
-        --budgets 8 12 16 24 30 --seeds 5 --out docs/benchmarks/h200/run7/family_replay.csv
+    python benchmarks/family_replay.py tests/data/h200/llama_exhaustive_x4_nosync.parquet \
+        --budgets 8 12 16 24 30 --seeds 5 --out family_replay.csv
 """
 
 from __future__ import annotations
@@ -50,8 +50,7 @@ def main() -> None:
             found = {}
             for n, p in enumerate(problems):
                 k = p.key
-                s = make_searcher("gp", lands[k].space, seed=seed * 100 + n, head_dim=p.head_dim,
-                                  seqlen_q=p.seqlen_q, seqlen_k=p.seqlen_k, causal=p.causal)
+                s = make_searcher("gp", lands[k].space, seed=seed * 100 + n, problem=p)
                 run = run_searcher(s, lands[k], budget, concurrency=a.concurrency)
                 vals = [lands[k].value(c) for c in run.configs]
                 ok = [(v, c) for v, c in zip(vals, run.configs, strict=True) if np.isfinite(v)]

@@ -33,7 +33,7 @@ def measure(space_name: str, n_obs: int, *, repeats: int = 5, seed: int = 0) -> 
         s.on_trial_complete(tid, None if value is None else {"tflops": value}, error=value is None)
         told += 1
     s._design = []  # the N observations replace the initial design
-    s._theta = None  # force the first suggestion to optimize the hyperparameters
+    s._model.theta = None  # force the first suggestion to optimize the hyperparameters
     times = []
     for k in range(repeats):
         t0 = time.perf_counter()

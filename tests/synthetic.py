@@ -26,7 +26,8 @@ STUDY_VALUES = {
 
 
 def synthetic_landscape(seed: int = 0, *, head_dim: int = 128, smem_bytes: int = 232448) -> pd.DataFrame:
-    """One row per config of the study's space: the knob columns and `tflops` (NaN = failed)."""
+    """One row per config of the study's space: the knob columns and `tflops` (NaN = failed), with the `arch`
+    (sm90) and `head_dim` a recorded H100 table has, so that a replay of it starts as a sweep there would."""
     rng = np.random.default_rng(seed)
     # The shape moves the optimum: preferred log2 tile sizes and the peak throughput.
     m0, n0 = 7.0 + rng.uniform(-0.4, 0.4), 6.0 + rng.uniform(-0.5, 0.5)
@@ -46,6 +47,6 @@ def synthetic_landscape(seed: int = 0, *, head_dim: int = 128, smem_bytes: int =
         failed = smem > smem_bytes or rng.random() < 0.02
         rows.append(
             {"BLOCK_M": bm, "BLOCK_N": bn, "PRE_LOAD_V": plv, "num_warps": w, "num_stages": st,
-             "tflops": np.nan if failed else float(peak * np.exp(score))}
+             "tflops": np.nan if failed else float(peak * np.exp(score)), "arch": "sm90", "head_dim": head_dim}
         )  # fmt: skip
     return pd.DataFrame(rows)

@@ -108,11 +108,30 @@ def test_searcher_is_told_compile_seconds():
     from raytune_attn.tune.search.replay import run_searcher
 
     land = load_landscape(RECORDED[0])
-    s = make_searcher("gp", land.space, seed=0, head_dim=land.head_dim)
+    s = make_searcher("gp", land.space, seed=0, problem=land.problem)
     run = run_searcher(s, land, 20)
     assert run.compile_s == [land.compile_seconds(c) for c in run.configs]
     assert s._compile == {s._index[land.space.key(c)]: land.compile_seconds(c) for c in run.configs}
     assert any(not np.isfinite(land.value(c)) for c in run.configs)  # failed configs' compiles are told too
+
+
+def test_a_recorded_table_carries_its_problem_and_the_priors_of_its_arch():
+    """A replay starts where a sweep on that GPU would: from the problem the table records and the priors of the
+    shipped space file of its arch; `no_priors` (and `--gp-option priors=false`) replays without them."""
+    from raytune_attn.tune.search.replay import replay_command
+    from raytune_attn.tune.search.space import load_space
+
+    land = load_landscape(RECORDED[0])
+    df = pd.read_parquet(RECORDED[0])
+    assert land.problem["head_dim"] == land.head_dim == df.head_dim.iloc[0]
+    assert land.problem["causal"] == df.causal.iloc[0] and land.problem["seqlen_q"] == df.seqlen_q.iloc[0]
+    assert land.space.priors == load_space(f"nvidia/{df.arch.iloc[0]}").priors
+    assert not load_landscape(df.drop(columns="arch")).space.priors
+    runs = {}
+    for no_priors in (False, True):
+        out = replay_command(str(RECORDED[0]), ["gp"], budget=8, seeds=1, no_priors=no_priors)
+        runs[no_priors] = out.splitlines()[-1]
+    assert runs[False] != runs[True]
 
 
 def test_cold_compile_from_the_whole_table():
@@ -141,10 +160,10 @@ def test_replay_gp_options_and_cold_compile_flags(tmp_path, capsys):
     capsys.readouterr()
     assert main(base + ["--gp-option", "nope=1"]) == 2
     assert main(base + ["--gp-option", "cost_aware"]) == 2
-    assert main(base + ["--gp-option", "causal=no"]) == 2
+    assert main(base + ["--gp-option", "priors=no"]) == 2
     errs = capsys.readouterr().err.strip().splitlines()
     assert "unknown GP option 'nope'" in errs[0] and "NAME=VALUE" in errs[1]
-    assert "GP option causal takes true or false, got 'no'" in errs[2]
+    assert "GP option priors takes true or false, got 'no'" in errs[2]
 
 
 def test_replay_seed_start_and_module_cli(synthetic_path, tmp_path, capsys):
@@ -163,8 +182,8 @@ def test_replay_seed_start_and_module_cli(synthetic_path, tmp_path, capsys):
     assert replay_main(argv) == 0
     assert "random" in capsys.readouterr().out
     assert json.loads(out.read_text()) == later
-    assert replay_main([*argv, "--gp-option", "causal=no"]) == 2  # bad input: one line, no traceback
-    assert capsys.readouterr().err.strip() == ("raytune-attn: error: GP option causal takes true or false, "
+    assert replay_main([*argv, "--gp-option", "priors=no"]) == 2  # bad input: one line, no traceback
+    assert capsys.readouterr().err.strip() == ("raytune-attn: error: GP option priors takes true or false, "
                                                "got 'no'")
 
 

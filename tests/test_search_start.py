@@ -1,10 +1,12 @@
-"""Where the GP's search starts: the length-aware default config (config.default_config) of the problem.
+"""Where the GP's search starts: the priors of the space file (priors.py) for the problem.
 
-Short sequences start from tiles no taller than the sequences; replayed on the H200's exhaustive Llama-prefill
-landscapes (docs/search.md) this is what lets the GP reach the 16- and 64-token keys' best configs in budget."""
+The start is the kernel's default config for the problem (tiles no taller than the sequences), then its one-knob
+and coupled neighbours and the file's moves. Each test of a move checks what the design screens and, on a
+recorded landscape, that the move is what reaches the best configs in budget (docs/search.md has the numbers)."""
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -13,20 +15,45 @@ import yaml
 
 from raytune_attn.config import default_config
 from raytune_attn.tune.search import make_searcher
-from raytune_attn.tune.search.gp import warp_specialized
 from raytune_attn.tune.search.landscape import load_landscape
+from raytune_attn.tune.search.priors import holds, problem_fields, start_config
 from raytune_attn.tune.search.replay import run_searcher
-from raytune_attn.tune.search.space import load_space, parse_space
+from raytune_attn.tune.search.space import SPACES_DIR, load_space, parse_space
 
 H200 = Path(__file__).parents[1] / "tests/data/h200/llama_exhaustive_x4_nosync.parquet"
 W16 = Path(__file__).parents[1] / "tests/data/h200/w16_landscape.parquet"
-SM90_YAML = Path(__file__).parents[1] / "search_spaces/nvidia/sm90.yaml"
 D256 = Path(__file__).parents[1] / "tests/data/h200/d256_landscape.parquet"
+SHORT = Path(__file__).parents[1] / "tests/data/h200/short_landscape.parquet"
 PARAMS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
+WARP_SPECIALIZED = ("warp specialized, wide keys, persistent", "warp specialized",
+                    "warp specialized, persistent, one Q buffer")  # fmt: skip
+
+
+def _gp(space, seed: int = 0, **problem):
+    return make_searcher("gp", space, seed=seed, problem=problem)
+
+
+def _without(space, *moves: str):
+    """The space with its priors less the named moves."""
+    return space.with_priors(space.priors.without(*moves))
 
 
 def _first(space, **kw):
-    return make_searcher("gp", space, seed=0, head_dim=128, **kw).suggest("t0")
+    return _gp(space, head_dim=128, **kw).suggest("t0")
+
+
+@pytest.mark.parametrize("name", ["nvidia/sm90", "nvidia/sm90_study", "nvidia/sm80", "amd/gfx90a", "amd/gfx942"])
+def test_the_start_is_the_kernels_default_config_for_the_problem(name):
+    # The start entries of every GPU space file reproduce config.default_config, the length-aware default.
+    space = load_space(name)
+    lengths = [None, 1, 16, 17, 32, 33, 64, 65, 128, 512, 4096]
+    for d in (32, 64, 96, 128, 192, 256):
+        for sq in lengths:
+            for sk in lengths:
+                want = default_config(d, sq, sk)
+                cfg = start_config(space.priors, space.values,
+                                   problem_fields({"head_dim": d, "seqlen_q": sq, "seqlen_k": sk}))
+                assert cfg == {k: want.get(k, space.values[k][0]) for k in space.names}, (d, sq, sk)
 
 
 def test_short_sequences_start_from_short_tiles_and_long_ones_from_the_plain_default():
@@ -45,60 +72,78 @@ def test_a_start_outside_the_space_snaps_to_the_nearest_candidate():
     assert space.contains(cfg) and (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"]) == (32, 32, 2)
 
 
+def test_without_priors_the_design_is_a_latin_hypercube():
+    space = load_space("nvidia/sm90_study")
+    s = make_searcher("gp", space, seed=0, problem={"head_dim": 128}, priors=False)
+    assert len(s._design) == s.n_initial and s._pairs == []
+    assert s._design != _gp(space, head_dim=128)._design[: s.n_initial]
+
+
+def test_conditions_on_unknown_problem_fields_do_not_hold():
+    problem = problem_fields({"head_dim": 128})
+    assert problem["seqlen_q"] is None and problem["causal"] is None
+    move = next(m for m in load_space("nvidia/sm90").priors.moves if m.name == "short causal")
+    assert not holds(move.when, {**problem, "BLOCK_M": 128})
+    assert holds(move.when, {**problem, "BLOCK_M": 128, "seqlen_q": 512, "causal": True})
+    with pytest.raises(ValueError, match="unknown problem field"):
+        problem_fields({"head_dims": 128})
+
+
 def test_length_aware_start_reaches_the_16_token_keys_best_in_budget():
     key = "varlen-b128-hq32-hkv8-sq16-sk16-d128-causal-bfloat16"
     land = load_landscape(H200, params=PARAMS, select={"problem_key": key})
     evals = {}
     for name, opts in (("plain", {}), ("length", {"seqlen_q": 16, "seqlen_k": 16})):
-        runs = [run_searcher(make_searcher("gp", land.space, seed=s, head_dim=128, **opts), land, 30)
-                for s in range(2)]
+        runs = [run_searcher(_gp(land.space, s, head_dim=128, **opts), land, 30) for s in range(2)]
         evals[name] = np.median([r.evals_to(0.98 * land.best, 30) for r in runs])
     assert evals["length"] <= 5 < evals["plain"]
 
 
-def test_the_screening_also_takes_the_coupled_moves_along_each_derived_feature():
+def _tiles(configs) -> list[tuple]:
+    return [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) for c in configs]
+
+
+def test_the_screening_also_takes_the_coupled_moves_along_each_pair():
     space = load_space("nvidia/sm90_study")
-    design = make_searcher("gp", space, seed=0, head_dim=128, seqlen_q=1024, seqlen_k=1024).design_configs()
-    tiles = [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) for c in design]
+    design = _gp(space, head_dim=128, seqlen_q=1024, seqlen_k=1024).design_configs()
+    tiles = _tiles(design)
     assert tiles[0] == (128, 64, 8, 2)  # the default, then its one-knob neighbours (PRE_LOAD_V flipped among them)
     # 16 rows per warp kept (128/8 -> 64/4; 256 rows would need 16 warps), 128 K/V rows in flight kept (64x2 ->
     # 32x4 and 128x1): the moves that one-knob screening misses.
     assert {(64, 64, 4, 2), (128, 32, 8, 4), (128, 128, 8, 1)} <= set(tiles)
-    plain = make_searcher("gp", space, seed=0, head_dim=128, seqlen_q=1024, seqlen_k=1024, screen_coupled=False)
-    assert len(design) == len(plain.design_configs()) + 3
-    assert not {(64, 64, 4, 2), (128, 32, 8, 4)} & {(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"])
-                                                    for c in plain.design_configs()}
+    uncoupled = space.with_priors(dataclasses.replace(space.priors, coupled=()))
+    plain = _gp(uncoupled, head_dim=128, seqlen_q=1024, seqlen_k=1024).design_configs()
+    assert len(design) == len(plain) + 3
+    assert not {(64, 64, 4, 2), (128, 32, 8, 4)} & set(_tiles(plain))
 
 
 def test_coupled_screening_reaches_the_h200_b16_s1024_best_in_budget():
     # Its best (64 x 64, 4 warps, 2 stages) is one coupled move from the default; both one-knob moves are worse
-    # than the start (0.76 and 0.83 of the best), and without the coupled screening no seed reached 98% in 30.
+    # than the start (0.76 and 0.83 of the best), and without the coupled pairs no seed reached 98% in 30.
     key = "varlen-b16-hq32-hkv8-sq1024-sk1024-d128-causal-bfloat16"
     land = load_landscape(H200, params=PARAMS, select={"problem_key": key})
+    space = _without(land.space, "scale up")
     evals = {}
     for coupled in (False, True):
-        runs = [run_searcher(make_searcher("gp", land.space, seed=s, head_dim=128, seqlen_q=1024, seqlen_k=1024,
-                                           screen_coupled=coupled, screen_scale=False), land, 30)
-                for s in range(2)]
+        sp = space if coupled else space.with_priors(dataclasses.replace(space.priors, coupled=()))
+        runs = [run_searcher(_gp(sp, s, head_dim=128, seqlen_q=1024, seqlen_k=1024), land, 30) for s in range(2)]
         evals[coupled] = max(r.evals_to(0.98 * land.best, 30) for r in runs)
     assert evals[True] <= 12 and evals[False] > 30
 
 
-def _design_tiles(space, **kw) -> list[tuple]:
-    design = make_searcher("gp", space, seed=0, **kw).design_configs()
+def _design_tiles(space, **problem) -> list[tuple]:
+    design = _gp(space, **problem).design_configs()
     return [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"], c["USE_TMA"]) for c in design]
 
 
-def _added_by(space, switch: str, **problem) -> int:
-    """How many configs the design screens with `switch` on beyond those it screens with it off."""
-    def size(**kw) -> int:
-        return len(make_searcher("gp", space, seed=0, **problem, **kw).design_configs())
-    return size() - size(**{switch: False})
+def _added_by(space, *moves: str, **problem) -> int:
+    """How many configs the design screens with the named moves beyond those it screens without them."""
+    return len(_gp(space, **problem).design_configs()) - len(_gp(_without(space, *moves), **problem).design_configs())
 
 
-def _evals_to_98(land, budget: int, **kw) -> int:
+def _evals_to_98(land, budget: int, space=None, **problem) -> int:
     """Evaluations to 98% of the landscape's best, the worse of seeds 0 and 1 (budget + 1: not reached)."""
-    runs = [run_searcher(make_searcher("gp", land.space, seed=s, **kw), land, budget) for s in range(2)]
+    runs = [run_searcher(_gp(space or land.space, s, **problem), land, budget) for s in range(2)]
     return max(r.evals_to(0.98 * land.best, budget) for r in runs)
 
 
@@ -109,55 +154,53 @@ def test_the_screening_also_takes_the_scale_up_move_of_the_start():
     assert tiles[0] == (64, 32, 4, 2, False)  # the D=256 default
     # Its tile twice as tall and wide with twice the warps, the other knobs as at the start; not the move down.
     assert (128, 64, 8, 2, False) in tiles and (32, 16, 2, 2, False) not in tiles
-    plain = _design_tiles(space, screen_scale=False, **problem)
+    plain = _design_tiles(_without(space, "scale up"), **problem)
     assert len(tiles) == len(plain) + 1 and (128, 64, 8, 2, False) not in plain
 
 
 @pytest.mark.parametrize("key", ["dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16",
                                  "dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16"])
 def test_scale_screening_reaches_the_d256_best_in_budget(key):
-    # H200, 208 configs (tiles, warps, stages, TMA): the best (128 x 64, 8 warps, 2 stages) is one scale-up move from
-    # the default (64 x 32, 4 warps), and every one- and two-knob step towards it measured 0.16-0.69 of the best
-    # against the start's 0.77-0.83: without the move no search reached 98% within 18 (run 12's budget was 24).
+    # 208 configs (tiles, warps, stages, TMA): the best (128 x 64, 8 warps, 2 stages) is one scale-up move from the
+    # default (64 x 32, 4 warps), and every one- and two-knob step towards it measured 0.16-0.69 of the best against
+    # the start's 0.77-0.83: without the move no search reached 98% within 18.
     land = load_landscape(D256, select={"problem_key": key})
     sq = int(key.split("-sq")[1].split("-")[0])
     problem = {"head_dim": 256, "seqlen_q": sq, "seqlen_k": sq}
-    assert _evals_to_98(land, 24, screen_scale=True, **problem) <= 15
-    assert _evals_to_98(land, 24, screen_scale=False, **problem) > 18
+    assert _evals_to_98(land, 24, **problem) <= 15
+    assert _evals_to_98(land, 24, _without(land.space, "scale up"), **problem) > 18
 
 
-@pytest.mark.parametrize("switch, head_dim, start, moved", [
+@pytest.mark.parametrize("move, head_dim, start, moved", [
     # Half the warps with TMA loads, from the D=128 start (8 warps, no TMA).
-    ("screen_tma", 128, (128, 64, 8, 2, False), (128, 64, 4, 2, True)),
+    ("fewer warps with TMA", 128, (128, 64, 8, 2, False), (128, 64, 4, 2, True)),
     # Twice the warps and one stage more, from the D=64 start (4 warps: 32 rows a warp, 2 stages).
-    ("screen_more_warps", 64, (128, 64, 4, 2, False), (128, 64, 8, 3, False)),
-])
-def test_the_screening_takes_the_named_move_of_the_start(switch, head_dim, start, moved):
+    ("more warps, deeper pipeline", 64, (128, 64, 4, 2, False), (128, 64, 8, 3, False)),
+])  # fmt: skip
+def test_the_screening_takes_the_named_move_of_the_start(move, head_dim, start, moved):
     space = load_space("nvidia/sm90")
     problem = {"head_dim": head_dim, "seqlen_q": 4096, "seqlen_k": 4096}
     tiles = _design_tiles(space, **problem)
     assert tiles[0] == start and moved in tiles
-    assert _added_by(space, switch, **problem) == 1
+    assert _added_by(space, move, **problem) == 1
 
 
 def test_the_named_moves_are_left_out_where_they_do_not_apply():
-    # No USE_TMA knob in the study space; the D=128 start has 8 warps already (16 rows a warp) and the D=256 one 64
-    # rows with 4 warps (16 a warp).
-    assert _added_by(load_space("nvidia/sm90_study"), "screen_tma", head_dim=128) == 0
-    space = load_space("nvidia/sm90")
-    assert [_added_by(space, "screen_more_warps", head_dim=d) for d in (128, 256)] == [0, 0]
+    # The study space has no USE_TMA knob: its file has no such move, and the Hopper file's move does nothing there.
+    sm90, study = load_space("nvidia/sm90"), load_space("nvidia/sm90_study")
+    assert "fewer warps with TMA" not in [m.name for m in study.priors.moves]
+    assert _added_by(study.with_priors(sm90.priors), "fewer warps with TMA", head_dim=128) == 0
+    # The D=128 start has 8 warps already (16 rows a warp) and the D=256 one 64 rows with 4 warps (16 a warp).
+    assert [_added_by(sm90, "more warps, deeper pipeline", head_dim=d) for d in (128, 256)] == [0, 0]
 
 
 def test_fewer_warps_with_tma_reaches_the_d128_best_in_budget():
-    # H200, 76 configs: the best of D=128 full S=4096 (128 x 64, 4 warps, 2 stages, TMA) is two knobs from the
-    # default (8 warps, no TMA), and each one-knob step measured worse than the default (4 warps alone spills).
+    # 76 configs: the best of D=128 full S=4096 (128 x 64, 4 warps, 2 stages, TMA) is two knobs from the default
+    # (8 warps, no TMA), and each one-knob step measured worse than the default (4 warps alone spills).
     land = load_landscape(W16, select={"problem_key": "dense-b4-hq16-hkv16-sq4096-sk4096-d128-full-bfloat16"})
     problem = {"head_dim": 128, "seqlen_q": 4096, "seqlen_k": 4096}
-    assert _evals_to_98(land, 24, screen_tma=True, **problem) <= 15
-    assert _evals_to_98(land, 24, screen_tma=False, **problem) > 24
-
-
-SHORT = Path(__file__).parents[1] / "tests/data/h200/short_landscape.parquet"
+    assert _evals_to_98(land, 24, **problem) <= 15
+    assert _evals_to_98(land, 24, _without(land.space, "fewer warps with TMA"), **problem) > 24
 
 
 def test_the_screening_takes_the_short_causal_move_where_the_diagonal_wastes_an_eighth():
@@ -166,37 +209,41 @@ def test_the_screening_takes_the_short_causal_move_where_the_diagonal_wastes_an_
         # Causal at 512 and 1024 tokens, 128-row tiles: the diagonal blocks waste 1/4 and 1/8 of the work. The move
         # halves the rows, keeps 16 rows a warp (4 warps, from 8 at D=128 and from 4 at D=64) and adds a stage.
         for s in (512, 1024):
-            tiles = _design_tiles(space, head_dim=d, seqlen_q=s, seqlen_k=s, causal=True)
+            problem = {"head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": True}
+            tiles = _design_tiles(space, **problem)
             assert tiles[0] == start and (64, 64, 4, 3, False) in tiles
             # Heavy-first where the space has the knob (sm90); the start and its other moves keep their order.
-            design = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s,
-                                   causal=True).design_configs()
-            moved = [c for c in design
-                     if (c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) == (64, 64, 4, 3)]
+            design = _gp(space, **problem).design_configs()
+            moved = [c for c in design if _tiles([c])[0] == (64, 64, 4, 3)]
             assert [c["REVERSE_M"] for c in moved] == [True] and not design[0]["REVERSE_M"]
-            assert _added_by(space, "screen_short_causal", head_dim=d, seqlen_q=s, seqlen_k=s, causal=True) == 1
+            assert _added_by(space, "short causal", **problem) == 1
         # Not when the waste is under 1/8 (2048 tokens), nor without a causal mask.
         for s, causal in ((2048, True), (512, False)):
-            assert _added_by(space, "screen_short_causal", head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal) == 0
-        study = load_space("nvidia/sm90_study")  # no REVERSE_M knob: the move as it was
-        assert (64, 64, 4, 4) in [(c["BLOCK_M"], c["BLOCK_N"], c["num_warps"], c["num_stages"]) for c in make_searcher(
-            "gp", study, seed=0, head_dim=d, seqlen_q=512, seqlen_k=512, causal=True).design_configs()]
+            assert _added_by(space, "short causal", head_dim=d, seqlen_q=s, seqlen_k=s, causal=causal) == 0
+        study = load_space("nvidia/sm90_study")  # no REVERSE_M knob: the move without it
+        assert (64, 64, 4, 4) in _tiles(_gp(study, head_dim=d, seqlen_q=512, seqlen_k=512, causal=True)
+                                        .design_configs())  # fmt: skip
 
 
 def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
-    # H200, 456 configs (tiles, warps, stages, V preload, TMA, register cap): the best configs of D=128 causal S=512
+    # 456 configs (tiles, warps, stages, V preload, TMA, register cap): the best configs of D=128 causal S=512
     # (64 x 32, 4 warps, 2-3 stages) are 1.35x the start (128 x 64, 8 warps, 2 stages) and two moves from the short
     # causal move's config (64 x 64, 4 warps, 3 stages: 0.93 of the best).
     key = "dense-b32-hq16-hkv16-sq512-sk512-d128-causal-bfloat16"
     land = load_landscape(SHORT, select={"problem_key": key})
     problem = {"head_dim": 128, "seqlen_q": 512, "seqlen_k": 512, "causal": True}
     assert _evals_to_98(land, 24, **problem) <= 24
-    assert _evals_to_98(land, 24, screen_short_causal=False, **problem) > 24
+    assert _evals_to_98(land, 24, _without(land.space, "short causal"), **problem) > 24
 
 
-def _sm90_doc() -> dict:
-    """The Hopper space file as parsed YAML, to vary before `parse_space`."""
-    return yaml.safe_load(SM90_YAML.read_text())
+def _sm90_without_priors(edit) -> object:
+    """The Hopper space file, varied by `edit` (on the parsed YAML) and parsed without its priors, then given the
+    shipped file's priors: entries naming knobs or values it lacks do not apply."""
+    doc = yaml.safe_load((SPACES_DIR / "nvidia/sm90.yaml").read_text())
+    for key in ("start", "moves", "coupled"):
+        doc.pop(key)
+    edit(doc)
+    return parse_space(doc).with_priors(load_space("nvidia/sm90").priors)
 
 
 def _form(cfg: dict) -> tuple:
@@ -213,20 +260,18 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
     space = load_space("nvidia/sm90")
     for d, s, forms in ((256, 4096, {(64, False, False, True), (64, True, True, True)}),
                         (128, 4096, {(128, True, False, True)}), (64, 512, {(128, True, False, True)})):
-        cfgs = make_searcher("gp", space, seed=0, head_dim=d, seqlen_q=s, seqlen_k=s).design_configs()
-        ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
-        assert {_form(w) for w in warp_specialized(d)} == forms
+        ws = [c for c in _gp(space, head_dim=d, seqlen_q=s, seqlen_k=s).design_configs() if c["WARP_SPECIALIZE"]]
         assert {_form(c) for c in ws} == forms and len(ws) == len(forms)
-        for want in warp_specialized(d):
-            assert any({k: c[k] for k in want} == want for c in ws)
-        assert _added_by(space, "screen_warp_specialized", head_dim=d, seqlen_q=s, seqlen_k=s) == len(forms)
-    study = load_space("nvidia/sm90_study")  # no WARP_SPECIALIZE knob: nothing to add
-    assert _added_by(study, "screen_warp_specialized", head_dim=256) == 0
-    # A Hopper space without the one-Q-buffer knob (as before run 25) gets the D=256 plain-grid form only.
-    doc = _sm90_doc()
-    del doc["parameters"]["ONE_Q_BUFFER"]
-    doc["constraints"] = [c for c in doc["constraints"] if "ONE_Q_BUFFER" not in c]
-    cfgs = make_searcher("gp", parse_space(doc), seed=0, head_dim=256, seqlen_q=4096, seqlen_k=4096).design_configs()
+        assert all(c["num_warps"] == 4 and c["num_stages"] == 2 and c["USE_TMA"] and not c["SPLIT_MASK"] for c in ws)
+        assert _added_by(space, *WARP_SPECIALIZED, head_dim=d, seqlen_q=s, seqlen_k=s) == len(forms)
+    # No WARP_SPECIALIZE knob in the study space: the Hopper file's moves add nothing there.
+    study = load_space("nvidia/sm90_study").with_priors(space.priors)
+    assert _added_by(study, *WARP_SPECIALIZED, head_dim=256) == 0
+    # A Hopper space without the one-Q-buffer knob gets the D=256 plain-grid form only.
+    def drop_one_q(doc):
+        del doc["parameters"]["ONE_Q_BUFFER"]
+        doc["constraints"] = [c for c in doc["constraints"] if "ONE_Q_BUFFER" not in c]
+    cfgs = _gp(_sm90_without_priors(drop_one_q), head_dim=256, seqlen_q=4096, seqlen_k=4096).design_configs()
     assert [_form(c) for c in cfgs if c["WARP_SPECIALIZE"]] == [(64, False, False, True)]
 
 
@@ -234,26 +279,20 @@ def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
     # Causal tiles differ in work: the layout is screened heavy-first (REVERSE_M) where the space has that config,
     # and without it where the space has none (here REVERSE_M is left with the value false only).
     sm90 = load_space("nvidia/sm90")
-    doc = _sm90_doc()
-    doc["parameters"]["REVERSE_M"] = [False]
-    straight_only = parse_space(doc)
+    straight_only = _sm90_without_priors(lambda doc: doc["parameters"].update(REVERSE_M=[False]))
     for d, s in ((256, 4096), (128, 4096), (128, 512)):
+        n_forms = 2 if d > 128 else 1
         for space, causal, heavy_first in ((sm90, True, True), (sm90, False, False), (straight_only, True, False)):
             problem = {"head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": causal}
-            cfgs = make_searcher("gp", space, seed=0, **problem).design_configs()
-            ws = [c for c in cfgs if c["WARP_SPECIALIZE"]]
-            forms = warp_specialized(d)
-            assert len(ws) == len(forms)
-            for want in forms:
-                assert any({k: c[k] for k in want} == want for c in ws)
-            assert all(c["REVERSE_M"] is heavy_first for c in ws)
-            assert _added_by(space, "screen_warp_specialized", **problem) == len(forms)
+            ws = [c for c in _gp(space, **problem).design_configs() if c["WARP_SPECIALIZE"]]
+            assert len(ws) == n_forms and all(c["REVERSE_M"] is heavy_first for c in ws)
+            assert _added_by(space, *WARP_SPECIALIZED, **problem) == n_forms
 
 
 def test_more_warps_deeper_reaches_the_d64_best_in_budget():
-    # H200, 76 configs: the best of D=64 full S=4096 (128 x 64, 8 warps, 3 stages) is two knobs from the start
-    # (4 warps, 2 stages), whose one-knob steps measured 0.87 (8 warps) and 0.93 (3 stages) of it.
+    # 76 configs: the best of D=64 full S=4096 (128 x 64, 8 warps, 3 stages) is two knobs from the start (4 warps,
+    # 2 stages), whose one-knob steps measured 0.87 (8 warps) and 0.93 (3 stages) of it.
     land = load_landscape(W16, select={"problem_key": "dense-b4-hq32-hkv32-sq4096-sk4096-d64-full-bfloat16"})
     problem = {"head_dim": 64, "seqlen_q": 4096, "seqlen_k": 4096}
     assert _evals_to_98(land, 24, **problem) <= 12
-    assert _evals_to_98(land, 24, screen_more_warps=False, **problem) > 18
+    assert _evals_to_98(land, 24, _without(land.space, "more warps, deeper pipeline"), **problem) > 18

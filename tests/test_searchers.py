@@ -13,6 +13,7 @@ from scipy.stats import spearmanr
 from synthetic import synthetic_landscape
 
 from raytune_attn.kernels.resources import Prefilter
+from raytune_attn.problem import Problem
 from raytune_attn.tune.search import SEARCHERS, make_searcher
 from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import run_searcher
@@ -74,6 +75,25 @@ def test_concurrent_suggestions_are_distinct_and_skip_in_flight(name, land):
     batch = [s.suggest(f"p{k}") for k in range(6)]  # six trials in flight at once
     keys = {land.space.key(c) for c in batch}
     assert len(keys) == 6 and not keys & measured
+
+
+@pytest.mark.parametrize("name", sorted(SEARCHERS))
+def test_every_searcher_takes_the_problem(name, cpu_space):
+    problem = Problem(batch=1, hq=2, hkv=2, seqlen_q=64, seqlen_k=64, head_dim=64, causal=True)
+    s = make_searcher(name, cpu_space, seed=0, problem=problem)
+    assert s.problem["head_dim"] == 64 and s.problem["causal"] is True
+    assert make_searcher(name, cpu_space, seed=0, problem={"head_dim": 64}).problem["seqlen_q"] is None
+    with pytest.raises(ValueError, match="unknown problem field"):
+        make_searcher(name, cpu_space, problem={"head_size": 64})
+
+
+def test_the_gp_keeps_a_few_keyword_arguments():
+    import inspect
+
+    from raytune_attn.tune.search.gp import GPSearcher
+
+    own = [p for p in inspect.signature(GPSearcher).parameters.values() if p.name not in ("space", "kw")]
+    assert all(p.kind is p.KEYWORD_ONLY for p in own) and len(own) <= 5
 
 
 def test_prefilter_excludes_configs_that_cannot_compile():
@@ -191,10 +211,10 @@ def test_suggest_latency_is_recorded(land):
 
 def test_gp_screens_the_default_then_moves_along_coupled_knobs(land):
     """The initial design is the default, its adjacent one-knob neighbours, then its coupled moves along each
-    derived feature (tests/test_search_start.py); local moves add coupled steps."""
+    coupled pair of the priors (tests/test_search_start.py); local moves add coupled steps."""
     default = {"BLOCK_M": 128, "BLOCK_N": 64, "PRE_LOAD_V": False, "num_warps": 8, "num_stages": 2}
-    s = make_searcher("gp", land.space, seed=0, head_dim=128)
-    other = make_searcher("gp", land.space, seed=1, head_dim=128)
+    s = make_searcher("gp", land.space, seed=0, problem={"head_dim": 128})
+    other = make_searcher("gp", land.space, seed=1, problem={"head_dim": 128})
     assert len(s._design) == 12 and s._design[0] == other._design[0] == s._index[land.space.key(default)]
     assert sorted(s._design) == sorted(other._design) and s._design != other._design  # seeded order
     idx = lambda c: np.array([p.values.index(c[p.name]) for p in land.space.params])  # noqa: E731
@@ -206,8 +226,8 @@ def test_gp_screens_the_default_then_moves_along_coupled_knobs(land):
         step = idx(s.candidates[j]) - idx(default)
         moved = {names[k] for k in np.flatnonzero(step)}
         assert moved in ({"BLOCK_M", "num_warps"}, {"BLOCK_N", "num_stages"}) and np.abs(step).max() == 1
-    lhs = make_searcher("gp", land.space, seed=0, screen_default=False)
-    assert len(lhs._design) == lhs.n_initial and lhs._design[0] == s._design[0]
+    lhs = make_searcher("gp", land.space, seed=0, problem={"head_dim": 128}, priors=False)
+    assert len(lhs._design) == lhs.n_initial and s._design[0] not in lhs._design[:1]
     # Local moves from a measured config: one knob to any value, or one step of both knobs of a coupled pair.
     s = make_searcher("gp", land.space, seed=0, n_initial=0)
     i = s._index[land.space.key(default)]
@@ -219,26 +239,9 @@ def test_gp_screens_the_default_then_moves_along_coupled_knobs(land):
     assert key(BLOCK_N=128, num_stages=1) in near and key(BLOCK_N=32, num_stages=4) in near
     assert key(BLOCK_M=256, BLOCK_N=128) not in near and key(num_warps=4, num_stages=4) not in near
     assert key(BLOCK_M=64, num_warps=2) not in near  # two steps of one knob of the pair
-    plain = make_searcher("gp", land.space, seed=0, n_initial=0, coupled=())
+    plain = make_searcher("gp", land.space, seed=0, n_initial=0, priors=False)
     plain._scores[i] = 1.0
     assert len(plain._neighbours(np.delete(np.arange(len(s.candidates)), i))) < len(near)
-
-
-def test_gp_derived_features(land):
-    """Opt-in derived inputs: extra [0, 1] columns after the encoding; the initial design is unchanged."""
-    plain = make_searcher("gp", land.space, seed=3)
-    s = make_searcher("gp", land.space, seed=3, features=("rows_per_warp", "kv_pipeline"))
-    assert s.features.names == ["rows_per_warp", "kv_pipeline"]
-    assert s._X.shape[1] == plain._X.shape[1] + 2
-    assert s._X.min() >= 0 and s._X.max() <= 1
-    assert s._design == plain._design
-    val = lambda c: land.value(c) if np.isfinite(land.value(c)) else None  # noqa: E731
-    assert drive(s, 10, value=val) == drive(make_searcher("gp", land.space, seed=3, features=("rows_per_warp",
-                                                                                               "kv_pipeline")),
-                                            10, value=val)  # fmt: skip
-    with pytest.raises(ValueError, match="unknown derived feature"):
-        make_searcher("gp", land.space, features=("nope",))
-
 
 
 def tell(s, land, configs, compile_s=None):
@@ -258,7 +261,7 @@ def test_gp_learns_which_configs_compile_slowly(path):
     """After the GP's own first 20 trials on a recorded H100 landscape, its compile-time model ranks the recorded
     cold compile seconds of the ~430 configs it has not measured, and the tenth it predicts slowest is slow."""
     land = load_landscape(path)
-    s = make_searcher("gp", land.space, seed=0, head_dim=land.head_dim)
+    s = make_searcher("gp", land.space, seed=0, problem=land.problem)
     run = run_searcher(s, land, 20)
     assert s._compile == {s._index[land.space.key(c)]: land.compile_seconds(c) for c in run.configs}
     rest = np.flatnonzero(~s._taken)
@@ -295,28 +298,34 @@ def test_cost_aware_global_steps_avoid_slow_compiles():
     land = load_landscape(D64)
     total, slowest = {}, {}
     for cost_aware in (True, False):
-        runs = [run_searcher(make_searcher("gp", land.space, seed=seed, head_dim=64, local_top=0,
-                                           cost_aware=cost_aware), land, 30) for seed in range(5)]  # fmt: skip
+        runs = [run_searcher(_global_only(land, seed, cost_aware=cost_aware), land, 30) for seed in range(5)]
         total[cost_aware] = np.median([sum(r.compile_s) for r in runs])
         slowest[cost_aware] = np.median([max(r.compile_s) for r in runs])
     assert total[True] < total[False] and slowest[True] < slowest[False]
 
 
+def _global_only(land, seed, **kw):
+    """A GP search whose picks after the design are all global (no local steps)."""
+    s = make_searcher("gp", land.space, seed=seed, problem=land.problem, **kw)
+    s._local_top = 0
+    return s
+
+
 def test_compile_state_round_trip(tmp_path):
     """The compile seconds told survive save/restore, and the restored searcher's cost-aware picks match."""
     land = load_landscape(D128)
-    s = make_searcher("gp", land.space, seed=2, head_dim=128, local_top=0)
+    s = _global_only(land, 2)
     run_searcher(s, land, 14)
     path = tmp_path / "gp.pkl"
     s.save(str(path))
-    r = make_searcher("gp", land.space, seed=0, head_dim=128, local_top=0)
+    r = _global_only(land, 0)
     r.restore(str(path))
     assert r._compile == s._compile and len(r._compile) == 14
     assert [r.suggest(f"n{k}") for k in range(3)] == [s.suggest(f"n{k}") for k in range(3)]
 
 
 def test_gp_likely_next_is_the_design_then_the_runner_ups_of_each_pick(land):
-    s = make_searcher("gp", land.space, seed=0, head_dim=128)
+    s = make_searcher("gp", land.space, seed=0, problem={"head_dim": 128})
     assert s.likely_next() == s.design_configs()[:3]
     val = lambda c: land.value(c) if np.isfinite(land.value(c)) else None  # noqa: E731
     drive(s, len(s._design) + 2, value=val)  # past the design: model-based picks

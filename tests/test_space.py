@@ -112,6 +112,27 @@ def _with(**changes):
         (_with(constraints=["__import__('os').system('true')"]), "constraints[0]", "not allowed"),
         (_with(constraints=["BLOCK_M < 16"]), "constraints", "no config satisfies"),
         (_with(extra=1), "extra", "unknown key"),
+        # priors: every knob, value and name is checked at load
+        (_with(start=[{"set": {"BLOCK_K": 16}}]), "start[0].set.BLOCK_K", "not a parameter"),
+        (_with(start=[{"set": {"BLOCK_M": 32}}]), "start[0].set.BLOCK_M", "not one of its values"),
+        (_with(start=[{"when": "BLOCK_M > 1", "set": {"BLOCK_M": 64}}]), "start[0].when", "'BLOCK_M'"),
+        (_with(start=[{"when": "head_dim > 1"}]), "start[0].set", "missing"),
+        (_with(moves=[{"step": {"BLOCK_M": 1}}]), "moves[0].name", "needs a name"),
+        (_with(moves=[{"name": "up", "step": {"BLOCK_M": 0}}]), "moves[0].step.BLOCK_M", "non-zero integer"),
+        (_with(moves=[{"name": "up", "step": {"num_warps": 1}}]), "moves[0].step.num_warps", "not a parameter"),
+        (_with(moves=[{"name": "v", "set": {"PRE_LOAD_V": 1}}]), "moves[0].set.PRE_LOAD_V", "not one of its values"),
+        (_with(moves=[{"name": "up", "when": "seqlen > 1", "step": {"BLOCK_M": 1}}]), "moves[0].when", "'seqlen'"),
+        (_with(moves=[{"name": "up", "when": "dtype + 1", "step": {"BLOCK_M": 1}}]), "moves[0].when",
+         "fails to evaluate"),
+        (_with(moves=[{"name": "up", "step": {"BLOCK_M": 1}}, {"name": "up", "step": {"BLOCK_N": 1}}]),
+         "moves[1].name", "earlier move"),
+        (_with(moves=[{"name": "up", "step": {"BLOCK_M": 1}, "prefer": {"set": {"BLOCK_N": 16}}}]),
+         "moves[0].prefer.set.BLOCK_N", "not one of its values"),
+        (_with(moves=[{"name": "up", "step": {"BLOCK_M": 1}, "set": {"BLOCK_M": 64}}]), "moves[0]",
+         "both stepped and set"),
+        (_with(coupled=[{"knobs": ["BLOCK_M"], "keep": "BLOCK_M"}]), "coupled[0].knobs", "two different knobs"),
+        (_with(coupled=[{"knobs": ["BLOCK_M", "BLOCK_N"], "keep": "BLOCK_M - BLOCK_N"}]), "coupled[0].keep",
+         "not a positive number"),
     ],
 )
 def test_loader_errors_name_file_key_and_problem(tmp_path, doc, key, words):
@@ -144,6 +165,43 @@ def test_cli_space_show(capsys):
     out = capsys.readouterr().out
     assert "BLOCK_M" in out and "USE_TMA" in out
     assert "size: 230400 before constraints, 5484 after" in out
+    assert "moves: scale up; fewer warps with TMA; short causal" in out
+
+
+def test_shipped_priors():
+    """Each GPU file starts from the kernel's default (tests/test_search_start.py checks the values) and has the
+    coupled pairs; the moves that need Hopper's knobs are in the Hopper file only; the interpreter has no start."""
+    moves = {name: [m.name for m in load_space(name).priors.moves] for name in [*SHIPPED, "nvidia/sm90_study"]}
+    assert moves["nvidia/sm90"][:4] == ["scale up", "fewer warps with TMA", "short causal",
+                                        "more warps, deeper pipeline"]  # fmt: skip
+    assert [m for m in moves["nvidia/sm90"] if m.startswith("warp specialized")] == moves["nvidia/sm90"][4:]
+    assert moves["nvidia/sm80"] == moves["nvidia/sm90_study"] == ["scale up", "short causal",
+                                                                  "more warps, deeper pipeline"]  # fmt: skip
+    assert moves["amd/gfx90a"] == moves["amd/gfx942"] == ["scale up"]
+    for name in SHIPPED:
+        pr = load_space(name).priors
+        assert [c.knobs for c in pr.coupled] == [("BLOCK_M", "num_warps"), ("BLOCK_N", "num_stages")]
+        assert bool(pr.start) == (name != "cpu/interpreter")
+
+
+def test_a_space_file_with_priors(tmp_path):
+    doc = _with(start=[{"set": {"BLOCK_M": 128, "BLOCK_N": 64}}, {"when": "seqlen_q <= 64", "set": {"BLOCK_M": 64}}],
+                moves=[{"name": "down", "when": "BLOCK_M > BLOCK_N", "step": {"BLOCK_M": -1},
+                        "set": {"PRE_LOAD_V": "causal"}, "prefer": {"when": "head_dim == 64", "set": {"BLOCK_N": 32}}}],
+                coupled=[{"knobs": ["BLOCK_M", "BLOCK_N"], "keep": "BLOCK_M * BLOCK_N"}])  # fmt: skip
+    space = load_space(_write(tmp_path, doc, "ok.yaml"))
+    from raytune_attn.tune.search.priors import apply_move, problem_fields, start_config
+
+    short = problem_fields({"seqlen_q": 64, "causal": True, "head_dim": 64})
+    start = start_config(space.priors, space.values, short)
+    assert start == {"BLOCK_M": 64, "BLOCK_N": 64, "PRE_LOAD_V": False}  # PRE_LOAD_V: its first value
+    assert apply_move(space.priors.moves[0], start, space.values, short) == []  # BLOCK_M == BLOCK_N
+    long = problem_fields({"seqlen_q": 4096, "causal": True, "head_dim": 64})
+    start = start_config(space.priors, space.values, long)
+    assert apply_move(space.priors.moves[0], start, space.values, long) == [
+        {"BLOCK_M": 64, "BLOCK_N": 32, "PRE_LOAD_V": True}, {"BLOCK_M": 64, "BLOCK_N": 64, "PRE_LOAD_V": True}]
+    # `causal` unknown: the expression cannot be evaluated, so the move does not apply
+    assert apply_move(space.priors.moves[0], start, space.values, problem_fields({"head_dim": 64})) == []
 
 
 def test_cli_space_show_bad_file_exits_2(tmp_path, capsys):

@@ -72,6 +72,9 @@ ARCHS: dict[str, Arch] = {
 }
 
 
+MODEL_KNOBS = ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")  # the knobs the bounds below read
+
+
 def block_d(head_dim: int) -> int:
     """The kernel's padded head dimension: next power of two >= head_dim, at least 16."""
     return max(16, 1 << (int(head_dim) - 1).bit_length())

@@ -5,9 +5,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from raytune_attn.kernels.resources import Prefilter
+from raytune_attn.problem import Problem
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.baselines import GridSearcher, RandomSearcher
 from raytune_attn.tune.search.gp import GPSearcher
@@ -24,12 +26,16 @@ def make_searcher(
     mode: str = "max",
     seed: int = 0,
     prefilter: Prefilter | None = None,
+    problem: Problem | Mapping[str, Any] | None = None,
     **options: Any,
 ) -> DiscreteSearcher:
-    """A searcher by name ("gp", "random" or "grid"); `options` go to its constructor (e.g. warm_start for gp)."""
+    """A searcher by name ("gp", "random" or "grid") for `problem` (a Problem, a mapping of some of its fields, or
+    None: the GP's priors read it, the baselines ignore it); `options` go to its constructor (for gp: n_initial,
+    warm_start, priors, cost_aware)."""
     if name not in SEARCHERS:
         raise ValueError(f"unknown searcher {name!r}; choose from {', '.join(SEARCHERS)}")
-    return SEARCHERS[name](space, metric=metric, mode=mode, seed=seed, prefilter=prefilter, **options)
+    return SEARCHERS[name](space, metric=metric, mode=mode, seed=seed, prefilter=prefilter, problem=problem,
+                           **options)
 
 
 __all__ = [

@@ -1,9 +1,10 @@
 """Shared bookkeeping of the discrete searchers: a Ray Tune `Searcher` over the feasible configs of a space.
 
 The candidates are every config of the space that passes its constraints and the resource pre-filter, in the
-space's order. Each `suggest` returns a candidate that is neither measured nor in flight (so N concurrent trials
-get N distinct configs), or `Searcher.FINISHED` when none is left. Subclasses only choose which one (`_pick`)
-and may learn from each outcome (`_observe`).
+space's order. Every searcher takes the `problem` it tunes (a Problem, a mapping of some of its fields, or
+None); the baselines ignore it. Each `suggest` returns a candidate that is neither measured nor in flight (so N
+concurrent trials get N distinct configs), or `Searcher.FINISHED` when none is left. Subclasses only choose
+which one (`_pick`) and may learn from each outcome (`_observe`).
 
 A trial fails when it errored, returned no result, a result whose `status` is not "ok", or a metric that is
 missing, not finite or not positive (0 TFLOP/s is how a failed benchmark reports). A failed config is never
@@ -21,6 +22,7 @@ import numpy as np
 from ray.tune.search import Searcher
 
 from raytune_attn.kernels.resources import Prefilter
+from raytune_attn.tune.search.priors import problem_fields
 from raytune_attn.tune.search.space import SearchSpace
 
 
@@ -54,11 +56,14 @@ class DiscreteSearcher(StatefulSearcher):
         mode: str = "max",
         seed: int = 0,
         prefilter: Prefilter | None = None,
+        problem: Any = None,
     ):
         if mode not in ("max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
         super().__init__(metric=metric, mode=mode)
         self.space, self.seed, self.prefilter = space, int(seed), prefilter
+        # The problem's fields, None where unknown (priors.problem_fields): what the priors' conditions read.
+        self.problem = problem_fields(problem)
         self.candidates = [c for c in space.configs() if prefilter is None or prefilter.accepts(c)]
         if not self.candidates:
             raise ValueError(f"no config of {space.source} passes its constraints and the resource pre-filter")

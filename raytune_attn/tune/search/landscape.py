@@ -10,8 +10,11 @@ by the median of their successful measurements; a config with no success is fail
 A `compile_s` column, when present, gives each config's compile seconds: the largest of its rows (a repeated
 config's first trial built it cold, later ones loaded it from the cache), failed configs included (their compile
 was spent too). `cold_compile=True` takes that largest over the whole table, ignoring `select`: the cold build when
-the selected problem shares its binaries with the table's other problems (the Llama keys of the H200 run 7 built
-each config once, for whichever key came first, and recorded cache loads of a few ms for the others).
+the selected problem shares its binaries with the table's other problems (a sweep of several keys builds each
+config once, for whichever key comes first, and records cache loads of a few ms for the others).
+The problem fields the table records one value of (`head_dim`, `seqlen_q`, `causal`, ...) are the landscape's
+`problem`, and when it records one `arch`, its space takes the priors (priors.py) of the shipped space file of that
+arch (search_spaces/*/<arch>.yaml): a replay starts where a sweep on that GPU would.
 """
 
 from __future__ import annotations
@@ -24,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from raytune_attn.config import KNOBS
-from raytune_attn.tune.search.space import SearchSpace
+from raytune_attn.tune.search.priors import PROBLEM_FIELDS
+from raytune_attn.tune.search.space import SearchSpace, priors_for_arch
 
 NON_PARAM_COLUMNS = frozenset(
     {
@@ -54,8 +58,9 @@ class Landscape:
     space: SearchSpace
     values: dict[tuple, float]  # space.key(config) -> objective (NaN for failed)
     objective: str
-    head_dim: int | None = None  # the problem's head dim, when the table records one (picks the default config)
+    head_dim: int | None = None  # the problem's head dim, when the table records one
     compile_s: dict[tuple, float] = field(default_factory=dict)  # space.key(config) -> compile seconds, if recorded
+    problem: dict = field(default_factory=dict)  # the problem fields the table records one value of
 
     @property
     def best(self) -> float:
@@ -158,9 +163,12 @@ def load_landscape(
     distinct = {c: sorted({k[i] for k in values}) for i, c in enumerate(cols)}
     name = str(source) if not isinstance(source, pd.DataFrame) else "<frame>"
     space = SearchSpace.from_values(distinct, allowed=values.keys(), source=name)
-    head_dim = None
-    if "head_dim" in df.columns and df["head_dim"].nunique() == 1:
-        head_dim = int(df["head_dim"].iloc[0])
+    arch = _single(df, "arch")
+    priors = priors_for_arch(str(arch)) if arch is not None else None
+    if priors is not None:
+        space = space.with_priors(priors)
+    problem = {f: _native(v) for f in PROBLEM_FIELDS if (v := _single(df, f)) is not None}
+    head_dim = problem.get("head_dim")
     compile_s = {}
     if "compile_s" in df.columns:
         src = read_table(source) if cold_compile else df
@@ -170,4 +178,12 @@ def load_landscape(
                 key = tuple(_native(k) for k in (key if isinstance(key, tuple) else (key,)))
                 if key in values and np.isfinite(v):
                     compile_s[key] = float(v)
-    return Landscape(space, values, objective, head_dim, compile_s)
+    return Landscape(space, values, objective, head_dim, compile_s, problem)
+
+
+def _single(df: pd.DataFrame, col: str):
+    """The column's value when the table has exactly one, else None."""
+    if col not in df.columns or df[col].nunique(dropna=False) != 1:
+        return None
+    v = df[col].iloc[0]
+    return None if pd.isna(v) else v

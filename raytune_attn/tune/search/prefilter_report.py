@@ -14,7 +14,7 @@ from typing import Any
 
 import pandas as pd
 
-from raytune_attn.kernels.resources import ARCHS, Prefilter, smem_lower_bound
+from raytune_attn.kernels.resources import ARCHS, MODEL_KNOBS, Prefilter, smem_lower_bound
 
 _REQUIRED_RE = re.compile(r"Required:\s*(\d+)")
 _SMEM_RE = re.compile(r"shared memory|out of resource|LDS", re.IGNORECASE)
@@ -31,7 +31,7 @@ def prefilter_report(table: pd.DataFrame, prefilter: Prefilter) -> dict[str, Any
     """
     if "status" not in table.columns:
         raise ValueError("compile table needs a 'status' column ('ok' for configs that compiled and ran)")
-    knobs = [c for c in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages") if c not in table.columns]
+    knobs = [c for c in MODEL_KNOBS if c not in table.columns]
     if knobs:
         raise ValueError(f"compile table lacks knob column(s) {knobs}")
     col = next((c for c in ("error", "reason") if c in table.columns), None)
@@ -39,7 +39,7 @@ def prefilter_report(table: pd.DataFrame, prefilter: Prefilter) -> dict[str, Any
     rep = {"configs": len(table), "compiled": 0, "failed": 0, "failed_smem": 0, "rejected": 0,
            "false_rejects": [], "caught": 0, "missed": [], "bound_above_required": []}  # fmt: skip
     for (_, row), err in zip(table.iterrows(), errors, strict=True):
-        cfg = {k: int(row[k]) for k in ("BLOCK_M", "BLOCK_N", "num_warps", "num_stages")}
+        cfg = {k: int(row[k]) for k in MODEL_KNOBS}
         ok = row["status"] == "ok"
         smem_fail = not ok and bool(_SMEM_RE.search(err))
         rejected = not prefilter.accepts(cfg)

@@ -1,7 +1,8 @@
 """Replay: measure searchers on a recorded landscape, without a GPU.
 
 Each searcher is driven through the same Ray Tune Searcher interface as a live sweep (`suggest`, then
-`on_trial_complete` with the recorded value and compile seconds, or status "invalid" for a failed config),
+`on_trial_complete` with the recorded value and compile seconds, or status "invalid" for a failed config), for the
+problem the table records (landscape.py: its fields and, by its arch, the space file's priors),
 `budget` evaluations per run, one run per seed (`seed_start` .. `seed_start + seeds - 1`). For each run we record
 after how many evaluations the best value found first reaches 95% and 98% of the landscape's best (budget + 1 when
 it never does within the budget), the best value found, and the cold compile seconds spent (the landscape's
@@ -102,8 +103,7 @@ def replay(
         runs = []
         for seed in range(seed_start, seed_start + seeds):
             opts = dict((options or {}).get(name, {}))
-            if name == "gp" and landscape.head_dim is not None:
-                opts.setdefault("head_dim", landscape.head_dim)  # the GP starts from the default config
+            opts.setdefault("problem", landscape.problem or None)  # the GP's priors read it, as in a sweep
             s = make_searcher(name, landscape.space, metric=landscape.objective, seed=seed, **opts)
             runs.append(run_searcher(s, landscape, budget, concurrency=concurrency))
         summary: dict[str, Any] = {}
@@ -151,8 +151,10 @@ def replay_command(
     json_out: str | None = None,
     gp_options: Sequence[str] = (),
     cold_compile: bool = False,
+    no_priors: bool = False,
 ) -> str:
-    """What `raytune-attn replay` runs; returns the printed table."""
+    """What `raytune-attn replay` runs; returns the printed table. `no_priors`: the GP without the space's priors
+    (start, moves, coupled pairs), as `--gp-option priors=false`."""
     sel = {}
     for item in select:
         col, sep, val = item.partition("=")
@@ -165,16 +167,18 @@ def replay_command(
         key, sep, val = item.partition("=")
         if not sep or not key:
             raise ValueError(f"--gp-option takes NAME=VALUE, got {item!r}")
-        if key not in known or key in ("space", "kw"):
+        if key not in known or key in ("space", "kw", "problem"):
             raise ValueError(f"unknown GP option {key!r}")
         try:
             opts[key] = json.loads(val)  # numbers, true/false, lists; anything else is a string
         except json.JSONDecodeError:
             opts[key] = val
-        # A switch given "yes" or 1 would be true to bool() whatever was meant (causal=no, screen_scale=0).
+        # A switch given "yes" or 1 would be true to bool() whatever was meant (priors=no, cost_aware=0).
         if isinstance(known[key].default, bool) and not isinstance(opts[key], bool):
             raise ValueError(f"GP option {key} takes true or false, got {val!r}")
-    land = load_landscape(landscape, objective=objective, params=list(params) or None, select=sel,
+    if no_priors:
+        opts["priors"] = False
+    land = load_landscape(landscape, objective=objective, params=list(params or ()) or None, select=sel,
                           cold_compile=cold_compile)  # fmt: skip
     names = list(searchers) or ["gp", "random"]
     summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,

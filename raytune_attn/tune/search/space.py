@@ -11,6 +11,9 @@ File format (schema_version 1)::
       waves_per_eu: {values: [0, 1, 2], encoding: index}   # long form: pick the GP encoding
     constraints:              # Python expressions over the parameter names; a config must satisfy all
       - BLOCK_M >= BLOCK_N
+    start: [...]              # priors (optional): where a search starts, the multi-knob moves it screens and
+    moves: [...]              # the knob pairs that step together; see priors.py
+    coupled: [...]
 
 Encodings (how the GP sees a parameter): `log2` (default for positive integers: tile sizes, warps and stages act
 multiplicatively), `index` (rank among the values; default for integers that include 0, where 0 means "auto"),
@@ -19,30 +22,25 @@ multiplicatively), `index` (rank among the values; default for integers that inc
 
 from __future__ import annotations
 
-import ast
+import dataclasses
 import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from raytune_attn.config import AMD_ONLY_KNOBS, KNOBS
+from raytune_attn.tune.search._expr import Constraint, SpaceError, compile_constraint
+from raytune_attn.tune.search.priors import Priors, parse_priors
 
 SCHEMA_VERSION = 1
 VENDORS = ("nvidia", "amd", "cpu")
 ENCODINGS = ("log2", "index", "categorical")
 SPACES_DIR = Path(__file__).resolve().parents[3] / "search_spaces"
-
-
-class SpaceError(ValueError):
-    """A search-space file that is not valid; the message names the file, the key and what is wrong."""
-
-    def __init__(self, source: str, key: str, problem: str):
-        super().__init__(f"{source}: {key}: {problem}")
-        self.source, self.key, self.problem = source, key, problem
+_KEYS = ("schema_version", "vendor", "arch", "parameters", "constraints", "description", "start", "moves", "coupled")
 
 
 @dataclass(frozen=True)
@@ -50,40 +48,6 @@ class Param:
     name: str
     values: tuple  # in the file's order; ordinal parameters are sorted ascending
     encoding: str
-
-
-# Nodes a constraint may use: arithmetic, comparisons, boolean logic, parameter names and literals.
-_ALLOWED_NODES = (
-    ast.Expression, ast.BoolOp, ast.And, ast.Or, ast.UnaryOp, ast.Not, ast.USub, ast.BinOp, ast.Add, ast.Sub,
-    ast.Mult, ast.Div, ast.FloorDiv, ast.Mod, ast.Pow, ast.Compare, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt,
-    ast.GtE, ast.In, ast.NotIn, ast.Name, ast.Load, ast.Constant, ast.IfExp, ast.Tuple, ast.List,
-)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Constraint:
-    expr: str
-    code: Any = field(repr=False, compare=False)
-
-    def __call__(self, config: Mapping[str, Any]) -> bool:
-        return bool(eval(self.code, {"__builtins__": {}}, dict(config)))  # noqa: S307 - AST checked in compile_constraint
-
-
-def compile_constraint(expr: str, names: Iterable[str], *, source: str = "<constraint>", key: str = "constraints"):
-    """Parse `expr` as a restricted Python expression over `names` (no calls, attributes or subscripts)."""
-    if not isinstance(expr, str) or not expr.strip():
-        raise SpaceError(source, key, f"a constraint must be a non-empty expression string, got {expr!r}")
-    try:
-        tree = ast.parse(expr.strip(), mode="eval")
-    except SyntaxError as e:
-        raise SpaceError(source, key, f"cannot parse {expr!r}: {e.msg}") from None
-    names = set(names) | {"True", "False", "None"}
-    for node in ast.walk(tree):
-        if not isinstance(node, _ALLOWED_NODES):
-            raise SpaceError(source, key, f"{expr!r} uses {type(node).__name__}, not allowed in a constraint")
-        if isinstance(node, ast.Name) and node.id not in names:
-            raise SpaceError(source, key, f"{expr!r} names {node.id!r}, which is not a parameter of this space")
-    return Constraint(expr.strip(), compile(tree, f"{source}:{key}", "eval"))
 
 
 @dataclass(frozen=True)
@@ -97,6 +61,7 @@ class SearchSpace:
     arch: str = "interpreter"
     source: str = "<memory>"
     allowed: frozenset | None = None  # tuples of values in param order; None = the whole constrained product
+    priors: Priors = Priors()  # where a search starts and what it screens (priors.py); none for a table's space
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -142,6 +107,16 @@ class SearchSpace:
     def size(self) -> int:
         return len(self.configs())
 
+    @property
+    def values(self) -> dict[str, tuple]:
+        """Knob -> its values, in the listed order."""
+        return {p.name: p.values for p in self.params}
+
+    def with_priors(self, priors: Priors) -> SearchSpace:
+        """This space with other priors (e.g. a space file's, for a recorded table's space). Entries naming knobs
+        or values this space lacks do not apply to it (priors.py)."""
+        return dataclasses.replace(self, priors=priors)
+
     def describe(self) -> str:
         """Human-readable listing for `raytune-attn space show`."""
         lines = [f"space {self.source}  (vendor {self.vendor}, arch {self.arch})", "parameters:"]
@@ -152,6 +127,10 @@ class SearchSpace:
         lines.append("constraints:" if self.constraints else "constraints: none")
         lines += [f"  {c.expr}" for c in self.constraints]
         lines.append(f"size: {self.size_unconstrained} before constraints, {self.size} after")
+        pr = self.priors
+        lines.append(f"start: {len(pr.start)} entries" if pr.start else "start: none")
+        lines.append("moves: " + ("; ".join(m.name for m in pr.moves) if pr.moves else "none"))
+        lines.append("coupled: " + (", ".join("/".join(c.knobs) for c in pr.coupled) if pr.coupled else "none"))
         return "\n".join(lines)
 
     @classmethod
@@ -198,10 +177,9 @@ def load_space(path: str | Path) -> SearchSpace:
 def parse_space(doc: Any, *, source: str = "<memory>") -> SearchSpace:
     if not isinstance(doc, dict):
         raise SpaceError(source, "<file>", "must be a mapping with schema_version, vendor, arch, parameters")
-    unknown = sorted(set(doc) - {"schema_version", "vendor", "arch", "parameters", "constraints", "description"})
+    unknown = sorted(set(doc) - set(_KEYS))
     if unknown:
-        raise SpaceError(source, unknown[0], "unknown key (known: schema_version, vendor, arch, parameters, "
-                         "constraints, description)")  # fmt: skip
+        raise SpaceError(source, unknown[0], f"unknown key (known: {', '.join(_KEYS)})")
     if "schema_version" not in doc:
         raise SpaceError(source, "schema_version", "missing")
     if doc["schema_version"] != SCHEMA_VERSION:
@@ -227,9 +205,16 @@ def parse_space(doc: Any, *, source: str = "<memory>") -> SearchSpace:
             c(space.to_config(tuple(p.values[0] for p in params)))
         except Exception as e:  # noqa: BLE001 - any evaluation error is the file's mistake
             raise SpaceError(source, f"constraints[{i}]", f"{c.expr!r} fails to evaluate: {e}") from None
-    if space.size == 0:
+    configs = space.configs()
+    if not configs:
         raise SpaceError(source, "constraints", "no config satisfies all constraints")
-    return space
+    return space.with_priors(parse_priors(doc, space.values, configs, source))
+
+
+def priors_for_arch(arch: str) -> Priors | None:
+    """The priors of the shipped space file named for `arch` (search_spaces/<vendor>/<arch>.yaml), if one is."""
+    files = sorted(SPACES_DIR.glob(f"*/{arch}.yaml"))
+    return load_space(files[0]).priors if len(files) == 1 else None
 
 
 def _parse_param(name: Any, spec: Any, vendor: str, source: str) -> Param:
