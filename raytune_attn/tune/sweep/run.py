@@ -103,10 +103,12 @@ def _searcher(plan: Plan, space, info: dict, p, n: int):
     same screening configs in the same order, so at the start every search waits on the same slow compile while
     the GPU idles; their own orders let the GPU take whichever config is built first."""
     from raytune_attn.kernels.resources import ARCHS
-    from raytune_attn.tune.search import Prefilter, make_searcher
+    from raytune_attn.tune.search import make_searcher
+    from raytune_attn.validation import Screen
 
     arch = space.arch if space.arch in ARCHS else info["arch"]
-    pre = Prefilter.for_problem(arch, p.head_dim, p.dtype) if arch in ARCHS else None
+    # The one validation screens the candidates: knob rules, shared memory on this arch, backend support.
+    pre = Screen.for_problem(arch, p.head_dim, p.dtype) if arch in ARCHS else None
     # The GP reads the problem (head dim, sequence lengths, mask) for where it starts and what it screens.
     return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, problem=p)
 
