@@ -108,7 +108,7 @@ cuda_tests() {  # cuda_tests LOG: warp specialization, whole key blocks, the sof
 or whole_tensor_descriptors"
   for sel in "$dense or softmax_scale" \
              "(hopper_knobs and varlen) or (warp_specialized and varlen) or test_varlen"; do
-    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q \
+    PYTHONPATH=$PYTHONPATH:${PYTEST_SITE:-$PWD/.gpu-bundle/pytest-site} timeout 150 python3 -m pytest -q -m "gpu_slow or not gpu_slow" \
       -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
     echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
   done
