@@ -1,12 +1,12 @@
-"""Kernel variants A/B on Hopper, same run: run 13's tuned winner of each grid cell against the same config with a
+"""Kernel variants A/B on Hopper, same run: the tuned winner of each grid cell against the same config with a
 variant's knobs, plus hand-picked configs for the short sequences, with SDPA flash and cuDNN timed on the same
 inputs.
 
     python3 benchmarks/kernel_ab.py --out $OUT/ab.json [--variants tma,rev+tma] [--seqs 512,1024,4096,16384]
 
-Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and not). Per cell: run 13's winner
-(`docs/benchmarks/h200/grid_bf16_d128_d256_best_configs.json`), the winner with each variant's knobs, and, for sequences of at most
-`--short` tokens, the `SHORT` configs of the head dim with and without the variants. Everything goes through
+Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and not). Per cell: the tuned winner
+(default `docs/benchmarks/h200/grid_bf16_d128_d256_best_configs.json`, `--winners` for another), the winner with
+each variant's knobs, and, for sequences of at most `--short` tokens, the `SHORT` configs of the head dim with and without the variants. Everything goes through
 `gpu_knobs_check.run_problem`: a compile pool first, a check against a float32 reference, then a median time with
 the L2 flushed. For the winner and its first variant the script also lists their matmuls and matmul waits in
 program order (`dot_schedule`).
