@@ -6,7 +6,8 @@ inputs.
 
 Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and not). Per cell: the tuned winner
 (default `docs/benchmarks/h200/grid_bf16_d128_d256_best_configs.json`, `--winners` for another), the winner with
-each variant's knobs, and, for sequences of at most `--short` tokens, the `SHORT` configs of the head dim with and without the variants. Everything goes through
+each variant's knobs, and, for sequences of at most `--short` tokens, the `SHORT` configs of the head dim with and
+without the variants. Everything goes through
 `gpu_knobs_check.run_problem`: a compile pool first, a check against a float32 reference, then a median time with
 the L2 flushed. For the winner and its first variant the script also lists their matmuls and matmul waits in
 program order (`dot_schedule`).
