@@ -109,12 +109,9 @@ def _http_get(url: str, timeout: float, headers: dict[str, str] | None = None) -
 def _resolve_ray_address(address: str | None) -> str | None:
     """host:port of the GCS for `auto`/None (None: no cluster found), else the address as given."""
     if address in (None, "", "auto"):
-        from ray._private.services import get_ray_address_from_environment
+        from raytune_attn.tune.ray_private import auto_address
 
-        try:
-            return get_ray_address_from_environment("auto", None)
-        except ConnectionError:
-            return None
+        return auto_address()
     return address
 
 
@@ -172,14 +169,9 @@ def _ray_nodes(address: str) -> dict[str, Any]:
     if saved_mode is None and _ray_auth_token():
         # As `ray` CLI commands do: a token on this machine means the cluster most likely wants it (Ray >= 2.5x
         # turns token authentication on for clusters started where a token exists).
-        try:
-            from ray._private.authentication.authentication_token_setup import (
-                maybe_enable_token_auth_if_token_available,
-            )
+        from raytune_attn.tune.ray_private import enable_token_auth
 
-            maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
-        except ImportError:  # an older Ray without token authentication
-            pass
+        enable_token_auth()
     try:
         ray.init(address=address, logging_level="ERROR", log_to_driver=False, include_dashboard=False)
     except Exception as e:
