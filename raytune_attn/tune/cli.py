@@ -165,6 +165,8 @@ def replay_cmd(
     gp_option: list[str] = typer.Option(None, "--gp-option", help="GP option NAME=VALUE, e.g. cost_aware=false."),
     cold_compile: bool = typer.Option(False, "--cold-compile", help="Compile seconds: each config's largest over "
                                       "the whole table, ignoring --select (its cold build)."),
+    no_priors: bool = typer.Option(False, "--no-priors", help="The GP without the space file's start, moves and "
+                                   "coupled pairs: the candidate set only."),
 ):
     """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best, and the
     compile seconds spent."""
@@ -173,7 +175,7 @@ def replay_cmd(
     print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, seed_start=seed_start,
                          objective=objective,
                          params=params or [], select=select or [], concurrency=concurrency, json_out=json_out,
-                         gp_options=gp_option or [], cold_compile=cold_compile))
+                         gp_options=gp_option or [], cold_compile=cold_compile, no_priors=no_priors))
     if json_out:
         print(f"wrote {json_out}")
 

@@ -25,9 +25,7 @@ import os
 
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.compile_pool import specialization
-from raytune_attn.tune.search.features import FEATURES
 
-COUPLED = tuple(knobs for knobs, _ in FEATURES.values())  # the GP's coupled moves (gp.py takes the same pairs)
 MAX_QUEUED = 256  # binaries queued ahead per node (each holds a compile actor thread while it waits)
 
 
@@ -37,7 +35,9 @@ def neighbours(space, config: dict, allowed: set) -> list[dict]:
     names = [p.name for p in space.params]
     idx = {p.name: p.values.index(config[p.name]) for p in space.params}
     moves = [{n: d} for n in names for d in (-1, 1)]
-    moves += [{a: da, b: db} for a, b in COUPLED if a in idx and b in idx for da in (-1, 1) for db in (-1, 1)]
+    # The space's coupled pairs: the two-knob steps the GP takes too (space file `coupled:`).
+    pairs = [c.knobs for c in space.priors.coupled]
+    moves += [{a: da, b: db} for a, b in pairs if a in idx and b in idx for da in (-1, 1) for db in (-1, 1)]
     out = []
     for mv in moves:
         cfg = dict(config)
