@@ -1,21 +1,35 @@
-"""Search: declarative spaces, the resource pre-filter, searchers (GP, random, grid) and replay.
+"""Search: declarative spaces, searchers (GP, random, grid) and replay.
 
-`make_searcher(name, space, ...)` builds any searcher by name; all are `ray.tune.search.Searcher`s.
+`make_searcher(name, space, ...)` builds any searcher by name; all are `ray.tune.search.Searcher`s. The searchers
+load on first use: reading and checking a space file (space.py) needs neither Ray nor scikit-optimize, so a sweep
+refuses a bad --space before it pays for importing them.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from raytune_attn.kernels.resources import Prefilter
-from raytune_attn.problem import Problem
-from raytune_attn.tune.search.base import DiscreteSearcher
-from raytune_attn.tune.search.baselines import GridSearcher, RandomSearcher
-from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.space import SearchSpace, SpaceError, load_space
 
-SEARCHERS: dict[str, type[DiscreteSearcher]] = {"gp": GPSearcher, "random": RandomSearcher, "grid": GridSearcher}
+if TYPE_CHECKING:
+    from raytune_attn.problem import Problem
+    from raytune_attn.tune.search.base import DiscreteSearcher
+
+_SEARCHERS = {"gp": ("raytune_attn.tune.search.gp", "GPSearcher"),
+              "random": ("raytune_attn.tune.search.baselines", "RandomSearcher"),
+              "grid": ("raytune_attn.tune.search.baselines", "GridSearcher")}
+SEARCHERS = tuple(_SEARCHERS)  # the names make_searcher takes
+
+
+def searcher_class(name: str) -> type[DiscreteSearcher]:
+    """The searcher class of `name` ("gp", "random" or "grid"), imported now."""
+    import importlib
+
+    if name not in _SEARCHERS:
+        raise ValueError(f"unknown searcher {name!r}; choose from {', '.join(_SEARCHERS)}")
+    module, cls = _SEARCHERS[name]
+    return getattr(importlib.import_module(module), cls)
 
 
 def make_searcher(
@@ -25,20 +39,16 @@ def make_searcher(
     metric: str = "tflops",
     mode: str = "max",
     seed: int = 0,
-    prefilter: Prefilter | None = None,
+    prefilter: Any = None,
     problem: Problem | Mapping[str, Any] | None = None,
     **options: Any,
 ) -> DiscreteSearcher:
     """A searcher by name ("gp", "random" or "grid") for `problem` (a Problem, a mapping of some of its fields, or
-    None: the GP's priors read it, the baselines ignore it); `options` go to its constructor (for gp: n_initial,
-    warm_start, priors, cost_aware)."""
-    if name not in SEARCHERS:
-        raise ValueError(f"unknown searcher {name!r}; choose from {', '.join(SEARCHERS)}")
-    return SEARCHERS[name](space, metric=metric, mode=mode, seed=seed, prefilter=prefilter, problem=problem,
-                           **options)
+    None: the GP's priors read it, the baselines ignore it); `prefilter` (e.g. `raytune_attn.validation.Screen`)
+    drops candidates that cannot run; `options` go to its constructor (for gp: n_initial, warm_start, priors,
+    cost_aware)."""
+    return searcher_class(name)(space, metric=metric, mode=mode, seed=seed, prefilter=prefilter, problem=problem,
+                                **options)
 
 
-__all__ = [
-    "SEARCHERS", "DiscreteSearcher", "GPSearcher", "GridSearcher", "Prefilter", "RandomSearcher", "SearchSpace",
-    "SpaceError", "load_space", "make_searcher",
-]  # fmt: skip
+__all__ = ["SEARCHERS", "SearchSpace", "SpaceError", "load_space", "make_searcher", "searcher_class"]

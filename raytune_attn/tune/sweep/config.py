@@ -11,7 +11,8 @@ import dataclasses
 import re
 from dataclasses import dataclass, fields
 
-SEARCHERS = ("gp", "random", "grid")
+from raytune_attn.tune.search import SEARCHERS
+
 # What a resume takes from its own command line, not from the saved sweep: where it runs and where it writes.
 RESUME_KEEP = ("address", "tracking_uri", "resume", "out", "name", "compile_workers", "num_cpus", "no_mlflow")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
