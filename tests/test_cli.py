@@ -126,3 +126,8 @@ def test_console_script_in_a_real_process(tmp_path):
     p = run("report", str(tmp_path / "nope.parquet"))
     assert p.returncode == 2 and "nope.parquet" in p.stderr and "Traceback" not in p.stderr
     assert len(p.stderr.strip().splitlines()) == 1
+
+
+def test_space_compile_refuses_an_unknown_target_before_compiling(capsys):
+    assert cli.main(["space", "compile", "nvidia/sm90", "--target", "cuda:77"]) == 2
+    assert "unknown target 'cuda:77'" in capsys.readouterr().err

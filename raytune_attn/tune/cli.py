@@ -18,7 +18,7 @@ app = typer.Typer(
     add_completion=False,
     pretty_exceptions_enable=False,
 )
-space_app = typer.Typer(help="Inspect search-space files.", no_args_is_help=True)
+space_app = typer.Typer(help="Inspect search-space files and compile them for a GPU target.", no_args_is_help=True)
 app.add_typer(space_app, name="space")
 
 
@@ -148,6 +148,24 @@ def space_show_cmd(file: str = typer.Argument(..., metavar="FILE", help="Search-
     from raytune_attn.tune.search.space import load_space
 
     print(load_space(file).describe())
+
+
+@space_app.command("compile")
+def space_compile_cmd(
+    space: str = typer.Argument(..., metavar="SPACE", help="Search-space YAML (or e.g. amd/gfx942)."),
+    target: str = typer.Option(..., "--target", help="hip:gfx942, hip:gfx90a, cuda:80, cuda:90 or cuda:100."),
+    problems: str = typer.Option(None, "--problems", help="Problem-set YAML (default: D 64/128/256, full and causal)."),
+    sample: int = typer.Option(None, "--sample", help="A seeded sample of N configs instead of every one."),
+    out: str = typer.Option(None, "--out", help="Write one Parquet row per config and problem here."),
+    workers: int = typer.Option(None, "--workers", help="Compile processes (default: the machine's cores)."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
+    timeout: float = typer.Option(300.0, "--timeout", help="Seconds one compile may take."),
+):
+    """Compile a space's configs for a GPU target on this machine, no GPU needed: compiled, refused (why), failed
+    (the compiler's message), spilling; shared memory, registers and the pre-filter's estimate per config."""
+    from raytune_attn.tune.measure.cross_compile import space_compile_main
+
+    raise typer.Exit(space_compile_main(space, target, problems, sample, out, workers, seed=seed, timeout_s=timeout))
 
 
 @app.command("replay")
