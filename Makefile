@@ -18,11 +18,11 @@ $(VENV)/.installed: pyproject.toml
 
 # The test suite: kernels run in the Triton interpreter when no GPU is present (tests/conftest.py).
 test: install
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n auto --dist loadgroup $(PYTEST_ARGS)
 
 # The fast subset: every test not marked slow (pyproject.toml's markers).
 test-fast: install
-	$(PY) -m pytest -q -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
 
 # The main job: a sweep on the embedded local Ray cluster with its defaults (interpreter problems without a GPU).
 tune: install

@@ -124,6 +124,7 @@ def test_markdown_table_names_the_fastest_varlen_layout():
     assert bench.markdown_table(stacked) == bench.markdown_table(df)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter is the fallback of a machine without a GPU")
 def test_bench_command_runs_the_interpreter_without_a_gpu_by_itself(tmp_path):
     """`raytune-attn bench` with no TRITON_INTERPRET in its environment, as a user types it on a CPU machine: it turns

@@ -4,11 +4,13 @@ import json
 import math
 
 import pandas as pd
+import pytest
 
 from benchmarks import exhaustive
 from raytune_attn.tune.measure import bench
 
 
+@pytest.mark.slow
 def test_bench_writes_parquet_and_markdown(tmp_path):
     problems = bench.tiny_grid()[:2]
     df = bench.run_bench(problems, [{"BLOCK_M": 32, "BLOCK_N": 16}, {"BLOCK_M": 16}], tmp_path / "b.parquet",
@@ -23,6 +25,7 @@ def test_bench_writes_parquet_and_markdown(tmp_path):
     assert "interpreter" in md and md.count("\n|") >= 3
 
 
+@pytest.mark.slow
 def test_exhaustive_records_every_config(tmp_path, capsys):
     out = tmp_path / "land.parquet"
     key = "dense-b1-hq2-hkv1-sq20-sk33-d32-causal-float32"
@@ -37,6 +40,7 @@ def test_exhaustive_records_every_config(tmp_path, capsys):
     assert summary["configs"] == 6 and summary["ok"] == 6
 
 
+@pytest.mark.slow
 def test_exhaustive_resume_measures_only_missing_configs(tmp_path, capsys):
     out = tmp_path / "land.parquet"
     key = "dense-b1-hq2-hkv1-sq20-sk33-d32-causal-float32"
@@ -54,6 +58,7 @@ def test_exhaustive_resume_measures_only_missing_configs(tmp_path, capsys):
     capsys.readouterr()
 
 
+@pytest.mark.slow
 def test_exhaustive_remembers_compile_failures_across_problems_of_one_binary(tmp_path):
     """A config that failed to compile for one problem is not compiled again for a problem with the same binary."""
     from raytune_attn.problem import Problem

@@ -2,12 +2,15 @@
 
 import time
 
+import pytest
+
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.compile_pool import CompilePool
 
 P = Problem(batch=1, hq=2, hkv=2, seqlen_q=16, seqlen_k=16, head_dim=32, causal=False, dtype="float32")
 
 
+@pytest.mark.slow
 def test_good_and_bad_configs():
     with CompilePool(1, timeout_s=300) as pool:
         results = list(pool.compile(P, [{"BLOCK_M": 16}, {"BLOCK_M": 48}, {"num_warps": 3}]))
@@ -18,6 +21,7 @@ def test_good_and_bad_configs():
     assert by[3].status == "invalid" and "num_warps" in by[3].reason
 
 
+@pytest.mark.slow
 def test_time_limit_kills_and_replaces_worker():
     # A fresh worker spends seconds importing torch: a 10 ms limit is exceeded by every compile, each of which
     # must come back invalid with the reason, the pool replacing the killed worker each time.

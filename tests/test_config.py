@@ -138,6 +138,7 @@ def test_check_is_validate_config_plus_what_the_architecture_holds():
     assert ARCHS["interpreter"].smem_bytes is None and validation.check(big, head_dim=256, arch="interpreter")
 
 
+@pytest.mark.slow
 def test_the_search_screen_is_the_resource_model_and_the_rules():
     from raytune_attn import validation
     from raytune_attn.kernels.resources import Prefilter, block_d

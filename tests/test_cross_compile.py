@@ -91,6 +91,7 @@ def test_launch_spec_matches_the_launcher(problem, knobs, monkeypatch):
     assert kwargs == seen["kwargs"]
 
 
+@pytest.mark.slow
 def test_compiles_for_both_amd_targets():
     """Real compiles for gfx942 and gfx90a: the rows carry the binary's LDS, VGPRs and SGPRs, and the pre-filter's
     estimate never exceeds the LDS the compiler allotted."""
@@ -105,6 +106,7 @@ def test_compiles_for_both_amd_targets():
             assert r["smem_estimate"] <= r["shared_bytes"] and not r["unexpected"]
 
 
+@pytest.mark.slow
 def test_space_compile_for_sm90_writes_rows_and_reports_shared_memory_overflow(tmp_path, capsys):
     """cuda:90: a small config compiles (registers from the cubin); a 64x64 tile at 8 stages and head dim 128
     needs more shared memory than the 227 KB an H100 block has: a 'failed' row with Triton's out-of-resource

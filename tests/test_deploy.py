@@ -241,6 +241,7 @@ def test_mlflow_onprem_systemd_and_compose_bind_internal():
     assert not re.search(r"ExecStart=.*0\.0\.0\.0", unit)
 
 
+@pytest.mark.slow
 def test_mlflow_server_starts_as_deployed_and_sweeps_can_reach_it(tmp_path):
     """The on-prem unit's command line, run here on loopback: it serves /health and the tracking API."""
     import socket

@@ -122,6 +122,7 @@ DENSE_SHAPE_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape, causal, dtype", DENSE_SHAPE_CASES)
 def test_dense_shapes(shape, causal, dtype):
     _check_dense(shape, causal, dtype, {"BLOCK_M": 64, "BLOCK_N": 32})
@@ -300,6 +301,7 @@ def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, one_q, 
 # every tile must still be computed exactly once (the output starts as NaN). In the interpreter (3 programs) 11
 # tiles are three whole rounds and a short odd one of two; 35 tiles (5 heads sharing one key/value head, 7 query
 # blocks) are eleven rounds and a short one of two.
+@pytest.mark.slow
 @pytest.mark.parametrize("causal", [False, True], ids=["full", "causal"])
 @pytest.mark.parametrize("heads, m_blocks", [(1, 11), (5, 7)], ids=["11tiles", "35tiles"])
 def test_persistent_longest_first_deals_every_tile_once(heads, m_blocks, causal):

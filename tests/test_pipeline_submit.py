@@ -88,6 +88,7 @@ def head():
         shutil.rmtree(temp, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_doctor_sees_the_head(head, capsys, monkeypatch):
     from raytune_attn.tune import doctor
 
@@ -114,6 +115,7 @@ def test_doctor_sees_the_head(head, capsys, monkeypatch):
     assert any(line.startswith("  node ") and "CPU 2  GPU 0" in line for line in out.splitlines()), out
 
 
+@pytest.mark.slow
 def test_ray_job_submit_runs_the_sweep_pipeline(head, tmp_path):
     import duckdb
     from mlflow.tracking import MlflowClient

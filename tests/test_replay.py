@@ -90,6 +90,7 @@ def test_replay_cli_json(synthetic_path, tmp_path, capsys):
         assert s["evals_to_98"]["max"] <= 31
 
 
+@pytest.mark.slow
 def test_replay_cli_no_priors_searches_from_the_candidate_set_alone(tmp_path):
     """--no-priors: the GP gets nothing from the space file. On the H100 D=128 causal landscape the file's start and
     moves reach the best within 12 evaluations; without them the seeded design does not."""
@@ -130,6 +131,7 @@ def test_searcher_is_told_compile_seconds():
     assert any(not np.isfinite(land.value(c)) for c in run.configs)  # failed configs' compiles are told too
 
 
+@pytest.mark.slow
 def test_a_recorded_table_carries_its_problem_and_the_priors_of_its_arch():
     """A replay starts where a sweep on that GPU would: from the problem the table records and the priors of the
     shipped space file of its arch; `no_priors` (and `--gp-option priors=false`) replays without them."""
@@ -181,6 +183,7 @@ def test_replay_gp_options_and_cold_compile_flags(tmp_path, capsys):
     assert "GP option priors takes true or false, got 'no'" in errs[2]
 
 
+@pytest.mark.slow
 def test_replay_seed_start_and_module_cli(synthetic_path, tmp_path, capsys):
     from raytune_attn.tune.search.replay import main as replay_main
 

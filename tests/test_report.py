@@ -93,6 +93,7 @@ def test_report_dataset_dir_filters_and_formats(tmp_path):
         report.report(out, fmt="html")
 
 
+@pytest.mark.slow
 def test_report_cli(trials_file, tmp_path, capsys):
     from raytune_attn.tune import cli
 

@@ -169,6 +169,7 @@ def test_new_knobs_leave_the_bound_unchanged():
                 base, ARCHS[arch], head_dim=128)
 
 
+@pytest.mark.slow
 def test_sm90_space_rejections_only_on_shared_memory():
     # Every sm90 config the pre-filter rejects would be rejected without the new knobs too.
     pf = Prefilter.for_arch("sm90", head_dim=128)

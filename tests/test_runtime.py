@@ -199,6 +199,7 @@ def test_api_uses_the_tuned_config(tmp_path, monkeypatch):
         assert seen[-1] == full(E5)
 
 
+@pytest.mark.slow
 def test_runtime_imports_neither_ray_nor_mlflow(tmp_path):
     path = make_artifact(tmp_path)
     code = (

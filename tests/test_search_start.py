@@ -89,6 +89,7 @@ def test_conditions_on_unknown_problem_fields_do_not_hold():
         problem_fields({"head_dims": 128})
 
 
+@pytest.mark.slow
 def test_length_aware_start_reaches_the_16_token_keys_best_in_budget():
     key = "varlen-b128-hq32-hkv8-sq16-sk16-d128-causal-bfloat16"
     land = load_landscape(H200, params=PARAMS, select={"problem_key": key})
@@ -117,6 +118,7 @@ def test_the_screening_also_takes_the_coupled_moves_along_each_pair():
     assert not {(64, 64, 4, 2), (128, 32, 8, 4)} & set(_tiles(plain))
 
 
+@pytest.mark.slow
 def test_coupled_screening_reaches_the_h200_b16_s1024_best_in_budget():
     # Its best (64 x 64, 4 warps, 2 stages) is one coupled move from the default; both one-knob moves are worse
     # than the start (0.76 and 0.83 of the best), and without the coupled pairs no seed reached 98% in 30.
@@ -147,6 +149,7 @@ def _evals_to_98(land, budget: int, space=None, **problem) -> int:
     return max(r.evals_to(0.98 * land.best, budget) for r in runs)
 
 
+@pytest.mark.slow
 def test_the_screening_also_takes_the_scale_up_move_of_the_start():
     space = load_space("nvidia/sm90")
     problem = {"head_dim": 256, "seqlen_q": 4096, "seqlen_k": 4096}
@@ -160,6 +163,7 @@ def test_the_screening_also_takes_the_scale_up_move_of_the_start():
 
 @pytest.mark.parametrize("key", ["dense-b4-hq8-hkv8-sq4096-sk4096-d256-full-bfloat16",
                                  "dense-b2-hq8-hkv8-sq8192-sk8192-d256-causal-bfloat16"])
+@pytest.mark.slow
 def test_scale_screening_reaches_the_d256_best_in_budget(key):
     # 208 configs (tiles, warps, stages, TMA): the best (128 x 64, 8 warps, 2 stages) is one scale-up move from the
     # default (64 x 32, 4 warps), and every one- and two-knob step towards it measured 0.16-0.69 of the best against
@@ -177,6 +181,7 @@ def test_scale_screening_reaches_the_d256_best_in_budget(key):
     # Twice the warps and one stage more, from the D=64 start (4 warps: 32 rows a warp, 2 stages).
     ("more warps, deeper pipeline", 64, (128, 64, 4, 2, False), (128, 64, 8, 3, False)),
 ])  # fmt: skip
+@pytest.mark.slow
 def test_the_screening_takes_the_named_move_of_the_start(move, head_dim, start, moved):
     space = load_space("nvidia/sm90")
     problem = {"head_dim": head_dim, "seqlen_q": 4096, "seqlen_k": 4096}
@@ -185,6 +190,7 @@ def test_the_screening_takes_the_named_move_of_the_start(move, head_dim, start, 
     assert _added_by(space, move, **problem) == 1
 
 
+@pytest.mark.slow
 def test_the_named_moves_are_left_out_where_they_do_not_apply():
     # The study space has no USE_TMA knob: its file has no such move, and the Hopper file's move does nothing there.
     sm90, study = load_space("nvidia/sm90"), load_space("nvidia/sm90_study")
@@ -194,6 +200,7 @@ def test_the_named_moves_are_left_out_where_they_do_not_apply():
     assert [_added_by(sm90, "more warps, deeper pipeline", head_dim=d) for d in (128, 256)] == [0, 0]
 
 
+@pytest.mark.slow
 def test_fewer_warps_with_tma_reaches_the_d128_best_in_budget():
     # 76 configs: the best of D=128 full S=4096 (128 x 64, 4 warps, 2 stages, TMA) is two knobs from the default
     # (8 warps, no TMA), and each one-knob step measured worse than the default (4 warps alone spills).
@@ -203,6 +210,7 @@ def test_fewer_warps_with_tma_reaches_the_d128_best_in_budget():
     assert _evals_to_98(land, 24, _without(land.space, "fewer warps with TMA"), **problem) > 24
 
 
+@pytest.mark.slow
 def test_the_screening_takes_the_short_causal_move_where_the_diagonal_wastes_an_eighth():
     space = load_space("nvidia/sm90")
     for d, start in ((128, (128, 64, 8, 2, False)), (64, (128, 64, 4, 2, False))):
@@ -225,6 +233,7 @@ def test_the_screening_takes_the_short_causal_move_where_the_diagonal_wastes_an_
                                         .design_configs())  # fmt: skip
 
 
+@pytest.mark.slow
 def test_short_causal_move_reaches_the_d128_causal_s512_best_in_budget():
     # 456 configs (tiles, warps, stages, V preload, TMA, register cap): the best configs of D=128 causal S=512
     # (64 x 32, 4 warps, 2-3 stages) are 1.35x the start (128 x 64, 8 warps, 2 stages) and two moves from the short
@@ -251,6 +260,7 @@ def _form(cfg: dict) -> tuple:
     return cfg["BLOCK_N"], cfg.get("PERSISTENT", False), cfg.get("ONE_Q_BUFFER", False), cfg["PRE_LOAD_V"]
 
 
+@pytest.mark.slow
 def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it():
     # FlashAttention-3's layout as Triton's Hopper pass builds it (128 rows, one warp group written, TMA, one key
     # loop, 2 stages) shares no knob value with the D=256 start (64 x 32, 4 warps, no TMA, split loop): screened,
@@ -275,6 +285,7 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
     assert [_form(c) for c in cfgs if c["WARP_SPECIALIZE"]] == [(64, False, False, True)]
 
 
+@pytest.mark.slow
 def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
     # Causal tiles differ in work: the layout is screened heavy-first (REVERSE_M) where the space has that config,
     # and without it where the space has none (here REVERSE_M is left with the value false only).
@@ -289,6 +300,7 @@ def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
             assert _added_by(space, *WARP_SPECIALIZED, **problem) == n_forms
 
 
+@pytest.mark.slow
 def test_more_warps_deeper_reaches_the_d64_best_in_budget():
     # 76 configs: the best of D=64 full S=4096 (128 x 64, 8 warps, 3 stages) is two knobs from the start (4 warps,
     # 2 stages), whose one-knob steps measured 0.87 (8 warps) and 0.93 (3 stages) of it.

@@ -96,6 +96,7 @@ def test_the_gp_keeps_a_few_keyword_arguments():
     assert all(p.kind is p.KEYWORD_ONLY for p in own) and len(own) <= 5
 
 
+@pytest.mark.slow
 def test_prefilter_excludes_configs_that_cannot_compile():
     space = load_space("nvidia/sm90")
     pf = Prefilter.for_arch("sm90", head_dim=128)
@@ -290,6 +291,7 @@ def test_shared_builds_are_remembered_but_not_fitted():
     assert few._compile_cost(idx) is None
 
 
+@pytest.mark.slow
 def test_cost_aware_global_steps_avoid_slow_compiles():
     """Global EI per second avoids the configs it predicts slow to compile. With the local steps off, every pick
     after the screening design is global: on the recorded D=64 landscape, where plain EI compiles several of the

@@ -14,6 +14,7 @@ STUDY = {"BLOCK_M": {16, 32, 64, 128, 256}, "BLOCK_N": {16, 32, 64, 128, 256}, "
          "num_warps": {2, 4, 8}, "num_stages": {1, 2, 4, 6, 8}}  # fmt: skip
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SHIPPED)
 def test_shipped_spaces_load(name):
     space = load_space(name)
@@ -160,6 +161,7 @@ def test_good_file_and_long_form(tmp_path):
     assert [p.encoding for p in space.params] == ["log2", "log2", "index"]
 
 
+@pytest.mark.slow
 def test_cli_space_show(capsys):
     assert main(["space", "show", str(SPACES_DIR / "nvidia" / "sm90.yaml")]) == 0
     out = capsys.readouterr().out
@@ -168,6 +170,7 @@ def test_cli_space_show(capsys):
     assert "moves: scale up; fewer warps with TMA; short causal" in out
 
 
+@pytest.mark.slow
 def test_shipped_priors():
     """Each GPU file starts from the kernel's default (tests/test_search_start.py checks the values) and has the
     coupled pairs; the moves that need Hopper's knobs are in the Hopper file only; the interpreter has no start."""

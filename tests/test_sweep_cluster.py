@@ -32,6 +32,7 @@ def hetero_cluster():
     c.shutdown()
 
 
+@pytest.mark.slow
 def test_heterogeneous_placement_and_killed_worker(hetero_cluster, tmp_path, monkeypatch):
     import ray
 

@@ -16,6 +16,7 @@ LAND = ROOT / "tests/data/landscape_h100_d128_causal_s4096.parquet"
 KNOBS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
 
 
+@pytest.mark.slow
 def test_simulated_gpu_answers_from_the_landscape():
     sim = SimulatedGPU(str(LAND), compile_scale=0.0, check_ms=0.0)
     land = load_landscape(LAND)
@@ -76,6 +77,7 @@ def _simulated_sweep(cluster, tmp_path, monkeypatch, *flags):
     return out
 
 
+@pytest.mark.slow
 def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monkeypatch):
     out = _simulated_sweep(fake_gpu_cluster, tmp_path, monkeypatch, "--searcher", "gp", "--trials-per-gpu", "4")
     sim = SimulatedGPU(str(LAND))
@@ -121,6 +123,7 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
         assert e["tflops"] == pytest.approx(max([own.tflops.max(), *added.tflops]))
 
 
+@pytest.mark.slow
 def test_final_re_measure_compares_each_search_on_one_gpu(fake_two_gpu_cluster, tmp_path, monkeypatch):
     """Two GPUs: trials run on both, but a search's top configs are re-measured on one GPU (the winner is a
     same-GPU comparison), and the searches are spread over the two."""

@@ -28,6 +28,7 @@ def _row(trial_id: str, tflops: float, status: str = "ok") -> dict:
                              PROV, trial_id=trial_id, sweep_id="s", sweep_name="s")
 
 
+@pytest.mark.slow
 def test_child_runs_logged_from_the_actor_nest_under_their_search(local_ray, tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -55,6 +56,7 @@ def test_child_runs_logged_from_the_actor_nest_under_their_search(local_ray, tmp
     assert parent[0].data.metrics["best_tflops"] == 3.0 and parent[0].info.status == "FINISHED"
 
 
+@pytest.mark.slow
 def test_a_store_mlflow_refuses_stops_the_sweep_with_its_reason(local_ray, tmp_path):
     from raytune_attn.tune.sweep.tracking_host import RemoteTracker
 

@@ -409,6 +409,7 @@ def test_start_asks_every_search_its_first_suggestion_ahead():
     assert {g["search"]: g["config"] for g in got} == firsts
 
 
+@pytest.mark.slow
 def test_pre_started_search_hosts_serve_the_searches_in_order():
     """Hosts started before their searchers exist (start_hosts) get them with `load`, which runs before the first
     suggestion: each search suggests, in order, what the same searcher suggests in this process, on those hosts."""
@@ -572,6 +573,7 @@ def test_simulated_gpu_spends_one_run_on_a_rung_over_the_cap_by_more_than_a_stal
     assert near_first["capped"] and near_first["bench_s"] == pytest.approx(45.0 / 1e3)
 
 
+@pytest.mark.slow
 def test_speculator_queues_the_suggestion_then_at_most_cap_likely_configs_once_each():
     import ray
 

@@ -112,6 +112,7 @@ def test_default_tracking_uri(tmp_path, monkeypatch):
     assert tracking.resolve_tracking_uri("http://127.0.0.1:2") == "http://127.0.0.1:2"
 
 
+@pytest.mark.slow
 def test_parent_and_child_runs_over_rest(logged):
     url = logged["url"]
     exp = api(url, "GET", "experiments/get-by-name", params={"experiment_name": "sweep-demo"})["experiment"]
@@ -204,6 +205,7 @@ def test_log_results_table_second_sweep(logged, tmp_path):
     assert {m["key"]: m["value"] for m in new["data"]["metrics"]}["best_tflops"] == 4.0
 
 
+@pytest.mark.slow
 def test_embedded_sqlite_default(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)

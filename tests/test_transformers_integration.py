@@ -68,6 +68,7 @@ def test_one_prompt_matches_sdpa(saved_model, monkeypatch):
     assert paged.calls == layers * (NEW_TOKENS - 1)  # every decode step: the paged kernel
 
 
+@pytest.mark.slow
 def test_left_padded_batch_matches_sdpa(saved_model):
     ids = torch.tensor([[0, 0, 0, 1, 7, 3, 99], [1, 5, 9, 33, 17, 80, 4]])
     mask = torch.tensor([[0, 0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1, 1]])

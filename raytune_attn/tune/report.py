@@ -32,15 +32,8 @@ _SHORT = {"BLOCK_M": "M", "BLOCK_N": "N", "num_warps": "w", "num_stages": "s", "
           "ONE_Q_BUFFER": "1q"}
 
 
-def _isnull(v: Any) -> bool:
-    try:
-        return v is None or bool(v != v)
-    except (TypeError, ValueError):  # pandas.NA
-        return True
-
-
 def _f(v: Any) -> float:
-    return float("nan") if _isnull(v) else float(v)
+    return float("nan") if winners.isnull(v) else float(v)
 
 
 def config_str(cfg: dict[str, Any], short: bool = False) -> str:

@@ -27,7 +27,8 @@ def _str(v: Any) -> str:
     return "" if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
 
 
-def _isnull(v: Any) -> bool:
+def isnull(v: Any) -> bool:
+    """None, NaN or pandas.NA: a cell with no value."""
     try:
         return v is None or bool(v != v)
     except (TypeError, ValueError):  # pandas.NA
@@ -57,8 +58,8 @@ def count(rows: list[dict]) -> int:
     """A search's trial count from its trial rows: distinct trial ids among rows that are not re-measures (rows
     without an id each count)."""
     real = [r for r in rows if not is_final(r.get("trial_id"))]
-    ids = {_str(r.get("trial_id")) for r in real if not _isnull(r.get("trial_id"))}
-    return len(ids) + sum(1 for r in real if _isnull(r.get("trial_id")))
+    ids = {_str(r.get("trial_id")) for r in real if not isnull(r.get("trial_id"))}
+    return len(ids) + sum(1 for r in real if isnull(r.get("trial_id")))
 
 
 def trial_counts(df) -> dict[SearchKey, int]:
