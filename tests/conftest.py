@@ -30,11 +30,9 @@ _RAY_FILES = {"test_cli.py", "test_deploy.py", "test_doctor_ray_private.py", "te
 
 
 def pytest_collection_modifyitems(config, items):
-    ray = [item for item in items if Path(str(item.fspath)).name in _RAY_FILES]
-    for item in ray:
-        item.add_marker(pytest.mark.xdist_group("ray"))
-    # The Ray tests first: their worker runs them one after another while the others share the rest.
-    items[:] = ray + [item for item in items if Path(str(item.fspath)).name not in _RAY_FILES]
+    for item in items:
+        if Path(str(item.fspath)).name in _RAY_FILES:
+            item.add_marker(pytest.mark.xdist_group("ray"))
     if "gpu_slow" in config.option.markexpr:  # the caller chose them with -m (`-m "not slow"` does not)
         return
     slow = [item for item in items if item.get_closest_marker("gpu_slow")]

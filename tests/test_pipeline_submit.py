@@ -86,6 +86,16 @@ def head():
                 pass
         log.close()
         shutil.rmtree(temp, ignore_errors=True)
+        _wait_closed(gcs)  # a later ray.init() in this process must not find this head still answering
+
+
+def _wait_closed(port: int, limit_s: float = 30.0) -> None:
+    deadline = time.time() + limit_s
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return
+        time.sleep(0.5)
 
 
 @pytest.mark.slow
