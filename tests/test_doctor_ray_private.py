@@ -14,8 +14,8 @@ def test_the_installed_ray_is_one_the_functions_were_checked_on():
 def test_auto_takes_ray_address(monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", "127.0.0.1:6399")
     assert ray_private.auto_address() == "127.0.0.1:6399"
-    # Without $RAY_ADDRESS, Ray's own resolution finds a head started on this machine (the fallback could not):
-    # tests/test_pipeline_submit.py::test_doctor_sees_the_head asserts it on a real `ray start --head`.
+    # Without $RAY_ADDRESS, Ray's own resolution reads the last cluster started on this machine, which depends on
+    # what else ran here: not asserted.
 
 
 def test_token_auth_setup_runs_and_respects_an_explicit_mode(monkeypatch):

@@ -109,12 +109,6 @@ def test_doctor_sees_the_head(head, capsys, monkeypatch):
     assert len(r["nodes"]) == 1 and r["nodes"][0]["cpus"] == 2 and r["nodes"][0]["gpus"] == 0
     d = doctor.ray_cluster(head["dashboard"], timeout=10)
     assert d["reachable"] and d["ray_version"] == __import__("ray").__version__
-    # "auto" without $RAY_ADDRESS: the head started on this machine, found through Ray's own (private) resolution.
-    from raytune_attn.tune import ray_private
-
-    monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    found = ray_private.auto_address()  # Ray records the head under the machine's address, not the loopback one
-    assert found is not None and found.rsplit(":", 1)[1] == head["gcs"].rsplit(":", 1)[1], found
     # The CLI's table, the same head through $RAY_ADDRESS and "auto".
     from raytune_attn.tune import cli
 

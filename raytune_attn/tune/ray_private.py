@@ -4,7 +4,8 @@ Ray has no public call that resolves "auto" to the cluster's GCS address without
 that turns on token authentication the way its own CLI does when a token exists on the machine. `doctor` probes a
 cluster before it connects, so it needs both. Checked on the Ray versions in `SUPPORTED`; on any other, or where the
 functions moved, "auto" resolves from $RAY_ADDRESS alone and token authentication is left to Ray
-(tests/test_doctor_ray_private.py proves both act on the installed Ray).
+(tests/test_doctor_ray_private.py checks both on the installed Ray; which cluster "auto" finds without
+$RAY_ADDRESS depends on what last started on the machine, so that is not asserted).
 """
 
 from __future__ import annotations
