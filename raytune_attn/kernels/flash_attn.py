@@ -329,8 +329,8 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
             # Round r of the loop runs tiles [r G, r G + G) of the longest-first order, one a program. Dealt
             # straight, every round gives program 0 its heaviest tile and program G-1 its lightest, and that skew
             # adds up over the rounds: with 128-row causal tiles on the H200's 132 programs, the busiest program
-            # has 6-12% more than the mean from S=4096 on (docs/benchmarks/persistent_order_model.py), and the
-            # snake measured 1.05-1.10x there (run 23). Odd rounds deal backwards (a snake), so each pair of rounds
+            # has 6-12% more than the mean from S=4096 on (benchmarks/persistent_order_model.py), and the snake
+            # measured 1.05-1.10x there (docs/history.md). Odd rounds deal backwards (a snake), so each pair of rounds
             # evens out; the last round, short when G does not divide the tiles, deals its few backwards too.
             first = tile - tl.program_id(0)
             in_round = tl.minimum(num_programs, num_tiles - first)
