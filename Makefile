@@ -18,7 +18,7 @@ $(VENV)/.installed: pyproject.toml
 
 # The test suite: kernels run in the Triton interpreter when no GPU is present (tests/conftest.py).
 test: install
-	$(PY) -m pytest -q -n auto --dist loadgroup $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The fast subset: every test not marked slow (pyproject.toml's markers).
 test-fast: install

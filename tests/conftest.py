@@ -8,7 +8,7 @@ how the fast set is chosen). A run whose `-m` expression does not name gpu_slow 
 out, so the GPU suite fits in one short device call; `-m gpu_slow` runs only them, `-m "gpu_slow or not gpu_slow"`
 everything (docs/gpu-tests.md).
 
-Under pytest-xdist (`make test` runs `-n auto --dist loadgroup`) the test files that start Ray (a local cluster, a
+Under pytest-xdist (`make test-fast` runs `-n auto --dist loadgroup`) the test files that start Ray (a local cluster, a
 `ray start` head, a sweep) run one after another in one worker: `ray.init()` joins a cluster already running on the
 machine, so two of them side by side would share one.
 """
