@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import yaml
 
@@ -113,6 +115,25 @@ def _with(**changes):
         (_with(constraints=["__import__('os').system('true')"]), "constraints[0]", "not allowed"),
         (_with(constraints=["BLOCK_M < 16"]), "constraints", "no config satisfies"),
         (_with(extra=1), "extra", "unknown key"),
+        # every value must be one some config of the space can run with (config.validate_config judges)
+        (_with(parameters={"BLOCK_M": [24, 48], "num_warps": [3]}, constraints=None), "parameters",
+         "every config is an invalid kernel config, e.g.: BLOCK_M=24"),
+        (_with(parameters={"BLOCK_M": [16, 24, 32]}, constraints=None), "parameters.BLOCK_M",
+         "value 24 is in no valid kernel config"),
+        (_with(parameters={"BLOCK_M": [64], "num_warps": [3, 4]}, constraints=None), "parameters.num_warps",
+         "value 3 is in no valid kernel config"),
+        (_with(parameters={"WARP_SPECIALIZE": [False, True], "USE_TMA": [False, True], "num_warps": [4],
+                           "num_stages": [2]}, constraints=None), "parameters.WARP_SPECIALIZE",
+         "value true is in no valid kernel config of this space (WARP_SPECIALIZE needs USE_TMA"),
+        # constraints are bounded expressions
+        (_with(constraints=["BLOCK_M ** 10**9 > 0"]), "constraints[0]",
+         "'BLOCK_M ** 10**9 > 0' raises to the power 10 ** 9: an exponent must be an integer literal of at most 64"),
+        (_with(constraints=["BLOCK_M ** BLOCK_N > 0"]), "constraints[0]", "an exponent must be an integer literal"),
+        (_with(constraints=["((BLOCK_M ** 64) ** 64) ** 64 > 0"]), "constraints[0]", "is beyond 4096 bits"),
+        (_with(constraints=["'x' * BLOCK_M != ''"]), "constraints[0]", "arithmetic on str 'x'"),
+        (_with(constraints=["[0] * BLOCK_M != []"]), "constraints[0]", "arithmetic on list"),
+        (_with(constraints=["'%0999999999d' % BLOCK_M != ''"]), "constraints[0]", "arithmetic on str"),
+        (_with(constraints=["BLOCK_M" + " + 1" * 300 + " > 0"]), "constraints[0]", "more than 1000"),
         # priors: every knob, value and name is checked at load
         (_with(start=[{"set": {"BLOCK_K": 16}}]), "start[0].set.BLOCK_K", "not a parameter"),
         (_with(start=[{"set": {"BLOCK_M": 32}}]), "start[0].set.BLOCK_M", "not one of its values"),
@@ -143,6 +164,25 @@ def test_loader_errors_name_file_key_and_problem(tmp_path, doc, key, words):
     msg = str(e.value)
     assert msg.startswith(f"{path}: {key}: "), msg
     assert words in msg
+
+
+def test_bounded_expressions_still_compute_small_arithmetic(tmp_path):
+    doc = _with(parameters={"BLOCK_M": [64, 128], "BLOCK_N": [32, 64], "num_stages": [1, 2, 3]},
+                constraints=["BLOCK_M ** 2 >= BLOCK_N ** 2 * num_stages ** -1 * 2 ** 2",
+                             "(BLOCK_M * 2 ** 60) ** 8 > 0", "BLOCK_M % 3 != 5 // 2 or -BLOCK_N / 2 < 0"])
+    space = load_space(_write(tmp_path, doc, "ok.yaml"))
+    want = [c for c in (dict(zip(("BLOCK_M", "BLOCK_N", "num_stages"), v, strict=True))
+                        for v in itertools.product([64, 128], [32, 64], [1, 2, 3]))
+            if c["BLOCK_M"] ** 2 >= c["BLOCK_N"] ** 2 / c["num_stages"] * 4]
+    assert space.configs() == want and 0 < len(want) < 12
+
+
+def test_a_value_usable_only_with_another_knob_loads(tmp_path):
+    # WARP_SPECIALIZE=True alone is refused by validate_config; with USE_TMA, SPLIT_MASK off, 4 warps it runs.
+    doc = _with(parameters={"WARP_SPECIALIZE": [False, True], "USE_TMA": [False, True], "SPLIT_MASK": [False],
+                            "num_warps": [4], "num_stages": [2]}, constraints=None)
+    space = load_space(_write(tmp_path, doc, "ok.yaml"))
+    assert space.size == 4
 
 
 def test_not_yaml_and_missing_file(tmp_path):

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from raytune_attn.config import AMD_ONLY_KNOBS, KNOBS
+from raytune_attn.config import AMD_ONLY_KNOBS, KNOBS, InvalidConfig, validate_config
 from raytune_attn.tune.search._expr import Constraint, SpaceError, compile_constraint
 from raytune_attn.tune.search.priors import Priors, parse_priors
 
@@ -205,10 +205,40 @@ def parse_space(doc: Any, *, source: str = "<memory>") -> SearchSpace:
             c(space.to_config(tuple(p.values[0] for p in params)))
         except Exception as e:  # noqa: BLE001 - any evaluation error is the file's mistake
             raise SpaceError(source, f"constraints[{i}]", f"{c.expr!r} fails to evaluate: {e}") from None
-    configs = space.configs()
+    try:
+        configs = space.configs()
+    except ValueError as e:  # an expression past its bounds (_expr.py) on some config
+        raise SpaceError(source, "constraints", str(e)) from None
     if not configs:
         raise SpaceError(source, "constraints", "no config satisfies all constraints")
+    _check_values_usable(space, configs)
     return space.with_priors(parse_priors(doc, space.values, configs, source))
+
+
+def _check_values_usable(space: SearchSpace, configs: list[dict[str, Any]]) -> None:
+    """Every value of every parameter must appear in a config that `config.validate_config` (the one judge of knob
+    values and the rules among them) accepts for this space's vendor; SpaceError naming the first that does not.
+    Configs are checked until every value is seen in a valid one: usually a few dozen."""
+    missing = {(p.name, v): None for p in space.params for v in p.values}  # -> why a config with it was refused
+    first_reason = None
+    for cfg in configs:
+        try:
+            validate_config(cfg, vendor=space.vendor)
+        except InvalidConfig as e:
+            first_reason = first_reason or str(e)
+            for item in cfg.items():
+                if item in missing and missing[item] is None:
+                    missing[item] = str(e)
+            continue
+        for item in cfg.items():
+            missing.pop(item, None)
+        if not missing:
+            return
+    if len(missing) == sum(len(p.values) for p in space.params):
+        raise SpaceError(space.source, "parameters", f"every config is an invalid kernel config, e.g.: {first_reason}")
+    (name, value), why = next(iter(missing.items()))
+    raise SpaceError(space.source, f"parameters.{name}",
+                     f"value {_fmt(value)} is in no valid kernel config of this space ({why})")
 
 
 def priors_for_arch(arch: str) -> Priors | None:
