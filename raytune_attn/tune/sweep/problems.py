@@ -21,6 +21,7 @@ from pathlib import Path
 
 import yaml
 
+from raytune_attn import footprint
 from raytune_attn.problem import Problem
 
 SCHEMA_VERSION = 1
@@ -76,6 +77,8 @@ def parse_problems(doc, *, source: str = "<memory>") -> list[Problem]:
         where = f"{source}: problems[{i}]"
         try:
             prob = _entry(entry, defaults)
+            if isinstance(prob, Problem):  # too large to benchmark (footprint.py): refused before any allocation
+                footprint.check(prob)
         except (TypeError, ValueError) as e:
             raise ProblemSetError(f"{where}: {e}") from None
         if prob.key in seen:
