@@ -37,13 +37,20 @@ KNOBS: dict[str, type] = {
     "maxnreg": int,
     # With WARP_SPECIALIZE and PERSISTENT: the persistent tile loop unpipelined, so Q gets one shared-memory buffer.
     "ONE_Q_BUFFER": bool,
+    # The paged-KV kernel's split-KV segments (raytune_attn.paged_attention; kernels/paged_config.py): a config that
+    # sets it is that kernel's, whose knobs are BLOCK_M, BLOCK_N, NUM_SEGMENTS, num_warps and num_stages.
+    "NUM_SEGMENTS": int,
+    # With PERSISTENT and REVERSE_M: the heavy-first order over groups of this many (sequence, head) pairs at a
+    # time, so that a round of the persistent loop reads the K/V of a few heads, not of one head a program (0 = all).
+    "LPT_GROUP": int,
 }
 AMD_ONLY_KNOBS = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})
 NVIDIA_ONLY_KNOBS = frozenset({"maxnreg"})
 CONSTEXPR_KNOBS = ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "SPLIT_MASK", "USE_TMA", "WARP_SPECIALIZE", "PERSISTENT",
-                   "REVERSE_M", "ONE_Q_BUFFER")
+                   "REVERSE_M", "ONE_Q_BUFFER", "LPT_GROUP")
 
 _POW2_BLOCKS = (16, 32, 64, 128, 256)
+_LPT_GROUPS = (0, 1, 2, 4, 8, 16, 32, 64)
 
 
 def default_config(head_dim: int = 128, max_seqlen_q: int | None = None,
@@ -94,6 +101,7 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
         "REVERSE_M": False,
         "maxnreg": 0,
         "ONE_Q_BUFFER": False,
+        "LPT_GROUP": 0,
     }
 
 
@@ -107,6 +115,10 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
     """
     if not isinstance(config, Mapping):
         raise InvalidConfig(f"config must be a dict of knob values, got {type(config).__name__}")
+    if "NUM_SEGMENTS" in config:  # the paged kernel's config: its rules are decided in validation.check_paged
+        from raytune_attn.validation import check_paged
+
+        return check_paged(config, head_dim=head_dim, vendor=vendor)
     unknown = sorted(set(config) - set(KNOBS))
     if unknown:
         raise InvalidConfig(f"unknown knob(s) {unknown}; known knobs are {sorted(KNOBS)}")
@@ -155,6 +167,13 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         # config with it would be a second name for one kernel, and a search would time it twice.
         raise InvalidConfig("ONE_Q_BUFFER applies to the persistent grid under warp specialization only: it needs "
                             "PERSISTENT and WARP_SPECIALIZE")
+    if out["LPT_GROUP"] not in _LPT_GROUPS:
+        raise InvalidConfig(f"LPT_GROUP={out['LPT_GROUP']} must be one of {_LPT_GROUPS} (0 = one group of all heads)")
+    if out["LPT_GROUP"] and not (out["PERSISTENT"] and out["REVERSE_M"]):
+        # Only the persistent grid's heavy-first order has groups to form; elsewhere it would be a second name for
+        # one kernel.
+        raise InvalidConfig("LPT_GROUP orders the persistent grid's heavy-first tiles: it needs PERSISTENT and "
+                            "REVERSE_M")
     if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
         raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
     if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):

@@ -5,14 +5,18 @@ without an AMD or NVIDIA GPU still learns, for every config of a space, whether 
 shared memory (LDS) the binary asks for, and how many registers it uses and spills: what the resource pre-filter
 (`raytune_attn.kernels.resources`) can only estimate. Speed and numerics still need the GPU.
 
-Each config is specialized as the launcher would specialize it on the real problem (`launch_spec`, then Triton's
-own binder: the same divisibility, folded constants and, on AMD, buffer-op pointer ranges), without allocating the
-problem's tensors. Compiles run in spawned worker processes, with the Triton interpreter off there.
+Each config is specialized as the launcher specializes it on the real problem (`launch_spec` runs the launcher
+itself on shape-only tensors, then Triton's own binder derives the divisibility, folded constants and, on AMD,
+buffer-op pointer ranges), without allocating the problem's tensors. Compiles run in spawned worker processes, with
+the Triton interpreter off there.
 
-A row per (config, problem): `status` is "compiled", "refused" (the one validation, `validate_config`, refuses it;
-`message` says why), "failed" (the compiler's message, or Triton's out-of-resource text where the binary needs
-more shared memory than the target has, as loading it on the GPU would say) or "timeout" (killed after
-`timeout_s`: the sweep's compile pool would give up on it too).
+A row per (config, problem): `status` is "compiled", "refused" (the knob rules, `validate_config`, refuse it;
+`message` says why; nothing is compiled), "failed" (the compiler's message, or Triton's out-of-resource text where
+the binary needs more shared memory than the target has, as loading it on the GPU would say) or "timeout" (killed
+after `timeout_s`: the sweep's compile pool would give up on it too). Beside it, `prefilter_rejects` and
+`prefilter_reason`: whether the one validation (`raytune_attn.validation.check` on the target's architecture, what
+a sweep screens candidates with) refuses it there, and `smem_estimate`, the shared memory it counts. The config is
+compiled either way, so a refusal of a config that compiles shows as much as a failure it let through.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -35,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from raytune_attn.config import AMD_ONLY_KNOBS, InvalidConfig, validate_config
-from raytune_attn.kernels.resources import ARCHS, Prefilter, smem_lower_bound
+from raytune_attn.kernels.resources import ARCHS
 from raytune_attn.problem import Problem
 
 
@@ -105,8 +110,8 @@ class Job:
     problem: Problem
     full_config: dict | None  # validated, defaults filled in; None when refused
     refused: str | None
-    estimate: int | None  # the pre-filter's shared-memory lower bound (bytes)
-    prefilter_reason: str | None  # why the pre-filter rejects it (None: accepted)
+    estimate: int | None  # the shared memory the validation counts for it on the target (bytes, a lower bound)
+    prefilter_reason: str | None  # why the validation refuses it on the target's architecture (None: accepted)
 
 
 def select_configs(space, sample: int | None = None, seed: int = 0) -> list[dict]:
@@ -119,7 +124,11 @@ def select_configs(space, sample: int | None = None, seed: int = 0) -> list[dict
 
 
 def plan_jobs(configs: Iterable[dict], problems: Iterable[Problem], target: Target) -> list[Job]:
-    """One job a (config, problem): validated for the target's vendor, with the pre-filter's verdict beside."""
+    """One job a (config, problem): the knob rules for the target's vendor (`validate_config`: a refusal compiles
+    nothing), then the one validation's verdict on the target's architecture beside it (`validation.check`:
+    shared memory, tensor descriptors), which the compile then checks."""
+    from raytune_attn import validation
+
     jobs = []
     for config in configs:
         for problem in problems:
@@ -129,17 +138,19 @@ def plan_jobs(configs: Iterable[dict], problems: Iterable[Problem], target: Targ
                 full, refused = None, str(e)
             estimate = reason = None
             if full is not None and target.prefilter_arch is not None:
-                pf = Prefilter.for_problem(target.prefilter_arch, problem.head_dim, problem.dtype)
-                estimate = smem_lower_bound(full, pf.arch, head_dim=pf.head_dim, dtype_bytes=pf.dtype_bytes)
-                reason = pf.reason(full)
+                dtype_bytes = 4 if problem.dtype == "float32" else 2
+                estimate = validation.shared_memory_need(full, target.prefilter_arch, head_dim=problem.head_dim,
+                                                         dtype_bytes=dtype_bytes)
+                try:
+                    validation.check(full, head_dim=problem.head_dim, vendor=target.vendor,
+                                     arch=target.prefilter_arch, dtype=problem.dtype)
+                except InvalidConfig as e:
+                    reason = str(e)
             jobs.append(Job(len(jobs), dict(config), problem, full, refused, estimate, reason))
     return jobs
 
 
 # ---- what runs in a worker: the launch as the launcher would make it, specialized and compiled for the target ----
-
-_DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
-
 
 class _Buffer:
     """A tensor argument without its memory: Triton's binder reads only the dtype, the address's alignment and
@@ -156,45 +167,65 @@ class _Buffer:
         return self.nbytes
 
 
+class _Launch:
+    """Stands where the kernel is while the launcher runs with `compile_only`: keeps what it would compile."""
+
+    def __init__(self, kernel):
+        self.kernel, self.seen = kernel, None
+
+    def warmup(self, *args, grid=None, **kwargs):
+        self.seen = (self.kernel, args, kwargs)
+        return self
+
+    def _init_handles(self) -> None:
+        pass
+
+
+_LAUNCH_LOCK = threading.Lock()  # the launcher's kernels are module globals, stood in for one launch at a time
+
+
 def launch_spec(problem: Problem, config: dict, backend: str) -> tuple[Any, tuple, dict]:
-    """(kernel, positional arguments, keyword arguments) of `flash_attn_fwd` on contiguous inputs of `problem`
-    with a validated `config`, for a GPU of Triton backend `backend` ("hip" or "cuda"): the arguments it builds
-    before the launch, without its tensors. Keep in step with `flash_attn_fwd`."""
+    """(kernel, positional arguments, keyword arguments) that `flash_attn_fwd` compiles for contiguous inputs of
+    `problem` with a validated `config`, on a GPU of Triton backend `backend` ("hip" or "cuda"), without memory:
+    the launcher itself runs on shape-only (meta) tensors with the kernel stood in for, so every argument and
+    constexpr it derives (EVEN_K, WHOLE_DESC, new ones) is its own; tensors come back as `_Buffer`s and the
+    launch options are the target backend's (the launcher picks them for the GPU of the process it runs in)."""
     import torch
-    import triton
 
     from raytune_attn.kernels import flash_attn as fa
 
     p, d = problem, problem.head_dim
     dtype = getattr(torch, p.dtype)
+
+    def meta(*shape, dt=dtype):
+        return torch.empty(shape, dtype=dt, device="meta")
+
+    kw = dict(causal=p.causal, compile_only=True)
     if p.varlen:
-        tq = tk = p.batch * p.seqlen_q  # packed tokens at most; only the byte range depends on it
-        qs, ks = (0, d, p.hq * d), (0, d, p.hkv * d)  # (batch, head, row) strides of (tokens, heads, D)
-        cu = _Buffer(torch.int32, 4 * (p.batch + 1))
+        tokens = p.batch * p.seqlen_q  # packed tokens at most; only the byte range depends on it
+        q, k = meta(tokens, p.hq, d), meta(tokens, p.hkv, d)
+        cu = meta(p.batch + 1, dt=torch.int32)
+        kw.update(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=p.seqlen_q, max_seqlen_k=p.seqlen_k)
     else:
-        tq, tk = p.batch * p.seqlen_q, p.batch * p.seqlen_k
-        qs, ks = (p.hq * p.seqlen_q * d, p.seqlen_q * d, d), (p.hkv * p.seqlen_k * d, p.seqlen_k * d, d)
-        cu = None
-    q, o = (_Buffer(dtype, tq * p.hq * d * _DTYPE_BYTES[p.dtype]) for _ in range(2))
-    k, v = (_Buffer(dtype, tk * p.hkv * d * _DTYPE_BYTES[p.dtype]) for _ in range(2))
-    num_m_blocks = triton.cdiv(p.seqlen_q, config["BLOCK_M"])
-    args = (q, k, v, o, None, cu, cu, *qs, *ks, *ks, *qs, 0, 0, 0,
-            p.seqlen_q, p.seqlen_k, p.hq, p.hq // p.hkv, d**-0.5 * fa.LOG2E)
-    even_k = not p.varlen and p.seqlen_k % config["BLOCK_N"] == 0
-    kwargs = dict(HEAD_DIM=d, BLOCK_D=max(16, triton.next_power_of_2(d)), BLOCK_M=config["BLOCK_M"],
-                  BLOCK_N=config["BLOCK_N"], IS_CAUSAL=p.causal, IS_VARLEN=p.varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
-                  SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=False,
-                  WARP_SPECIALIZE=config["WARP_SPECIALIZE"], REVERSE_M=config["REVERSE_M"], EVEN_K=even_k,
-                  num_warps=config["num_warps"], num_stages=config["num_stages"])
+        q, k = meta(p.batch, p.hq, p.seqlen_q, d), meta(p.batch, p.hkv, p.seqlen_k, d)
+    launch = {name: _Launch(getattr(fa, name)) for name in ("_attn_fwd", "_attn_fwd_persistent")}
+    with _LAUNCH_LOCK:
+        saved = {name: getattr(fa, name) for name in launch}
+        try:
+            for name, stand_in in launch.items():
+                setattr(fa, name, stand_in)
+            fa.flash_attn_fwd(q, k, torch.empty_like(k), config, out=torch.empty_like(q), **kw)
+        finally:
+            for name, kernel in saved.items():
+                setattr(fa, name, kernel)
+    kernel, args, kwargs = next(s.seen for s in launch.values() if s.seen)
+    args = tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a for a in args)
+    kwargs = {n: v for n, v in kwargs.items() if n not in AMD_ONLY_KNOBS and n != "maxnreg"}
     if backend == "hip":
         kwargs.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
     elif config.get("maxnreg"):
         kwargs["maxnreg"] = config["maxnreg"]
-    if not config.get("PERSISTENT"):
-        return fa._attn_fwd, args, kwargs
-    rows = max(tq * p.hq, tk * p.hkv)  # contiguous inputs: the whole-tensor descriptors need < 2^31 rows
-    kwargs.update(WHOLE_DESC=config["USE_TMA"] and even_k and rows < 2**31, ONE_Q_BUFFER=config["ONE_Q_BUFFER"])
-    return fa._attn_fwd_persistent, (*args, num_m_blocks, num_m_blocks * p.batch * p.hq), kwargs
+    return kernel, args, kwargs
 
 
 def specialize(kernel, args: tuple, kwargs: dict, target: Target) -> tuple[dict, dict, dict, dict]:
@@ -209,30 +240,67 @@ def specialize(kernel, args: tuple, kwargs: dict, target: Target) -> tuple[dict,
     return signature, constexprs, attrs, options.__dict__
 
 
-def compile_one(target_name: str, problem: dict, config: dict) -> dict:
-    """Compile one validated config for one problem; the row's compile fields (status, message, resources)."""
+def compile_kernel(target: Target, problem: Problem, config: dict):
+    """The binary `flash_attn_fwd` launches for `problem` with `config` (validated), compiled for `target` into
+    Triton's cache (TRITON_CACHE_DIR): the same cache entry the launcher's JIT looks up on a GPU of that kind,
+    so a machine without one can warm the cache for it."""
     import triton
     from triton.compiler import ASTSource
 
+    kernel, args, kwargs = launch_spec(problem, config, target.backend)
+    signature, constexprs, attrs, options = specialize(kernel, args, kwargs, target)
+    return triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target.gpu_target(),
+                          options=options)
+
+
+def out_of_shared_memory(shared: int, target: Target) -> str | None:
+    """Triton's out-of-resource text for a binary that needs more shared memory than `target` has (what loading
+    it on the GPU raises), else None."""
+    if shared <= target.smem_limit:
+        return None
+    from triton.runtime.errors import OutOfResources
+
+    return str(OutOfResources(shared, target.smem_limit, "shared memory")).split(". ")[0]
+
+
+def binary_resources(compiled, target: Target) -> dict:
+    """Registers and spills of a compiled kernel, from its own metadata (no GPU needed)."""
+    return (amd_resources(compiled.asm["amdgcn"]) if target.backend == "hip"
+            else nvidia_resources(compiled.asm["cubin"]))
+
+
+def compile_one(target_name: str, problem: dict, config: dict) -> dict:
+    """Compile one validated config for one problem; the row's compile fields (status, message, resources)."""
     target = TARGETS[target_name]
-    kernel, args, kwargs = launch_spec(Problem.from_dict(problem), config, target.backend)
     t0, cpu0 = time.perf_counter(), _cpu_s()
     try:
-        signature, constexprs, attrs, options = specialize(kernel, args, kwargs, target)
-        compiled = triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target.gpu_target(),
-                                  options=options)
+        compiled = compile_kernel(target, Problem.from_dict(problem), config)
     except Exception as e:  # noqa: BLE001 - whatever the compiler raises is this config's answer
         return {"status": "failed", "message": compiler_message(e), "compile_s": time.perf_counter() - t0,
                 "compile_cpu_s": _cpu_s() - cpu0}
     row = {"status": "compiled", "message": "", "compile_s": time.perf_counter() - t0,
-           "compile_cpu_s": _cpu_s() - cpu0, "shared_bytes": int(compiled.metadata.shared)}
-    row.update(amd_resources(compiled.asm["amdgcn"]) if target.backend == "hip"
-               else nvidia_resources(compiled.asm["cubin"]))
-    if row["shared_bytes"] > target.smem_limit:  # what loading it on the GPU would raise
-        row["status"] = "failed"
-        row["message"] = str(triton.runtime.errors.OutOfResources(row["shared_bytes"], target.smem_limit,
-                                                                  "shared memory")).split(". ")[0]
+           "compile_cpu_s": _cpu_s() - cpu0, "shared_bytes": int(compiled.metadata.shared),
+           **binary_resources(compiled, target)}
+    overflow = out_of_shared_memory(row["shared_bytes"], target)
+    if overflow:
+        row["status"], row["message"] = "failed", overflow
     return row
+
+
+def local_target(index: int = 0) -> Target:
+    """This machine's GPU `index` as a target: the GPUTarget Triton's JIT compiles for here and the block's
+    opt-in shared memory, so a pool compiling for it writes the cache entries the launcher reads."""
+    import torch
+    from triton.runtime import driver
+
+    gt = driver.active.get_current_target()
+    props = torch.cuda.get_device_properties(index)
+    smem = getattr(props, "shared_memory_per_block_optin", 0) or props.shared_memory_per_block
+    if gt.backend == "hip":
+        name, vendor, arch = f"hip:{gt.arch}", "amd", str(gt.arch)
+    else:
+        name, vendor, arch = f"cuda:{gt.arch}", "nvidia", f"sm{gt.arch}"
+    return Target(name, gt.backend, gt.arch, gt.warp_size, vendor, arch if arch in ARCHS else None, int(smem))
 
 
 def _cpu_s() -> float:
