@@ -16,7 +16,8 @@ import torch
 
 from raytune_attn.device import interpreter_enabled
 from raytune_attn.kernels.paged_attn import paged_attn_fwd
-from raytune_attn.kernels.paged_config import default_paged_config, validate_paged_config
+from raytune_attn.paged_runtime import select_paged_config
+from raytune_attn.validation import check_paged as check_paged_config
 
 MAX_HEAD_DIM = 256
 _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
@@ -41,18 +42,17 @@ def paged_attention(q, k_cache, v_cache, *, block_table, seqused_k, cu_seqlens_q
             j <= i + n - q_len. A query that sees no key outputs zeros.
         softmax_scale: defaults to D ** -0.5.
         out: optional (total_q, Hq, D) tensor of q's dtype to write into.
-        config: a paged config (`kernels.paged_config`); default: `default_paged_config` for this call's shape.
+        config: a paged config (knobs: `kernels.paged_config`; rules: `validation.check_paged`); default: the
+            tuned artifact's entry for this call's shape bucket, else `default_paged_config` (`paged_runtime`).
     """
     check_paged(q, k_cache, v_cache, block_table, seqused_k, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     scale = _scale(softmax_scale, q.shape[-1])
     out = _output(out, q)
     group = q.shape[1] // k_cache.shape[2]
-    if config is None:
-        config = default_paged_config(head_dim=q.shape[-1], group=group, max_seqlen_q=max_seqlen_q,
-                                      max_seqlen_k=max_seqlen_k, num_seqs=block_table.shape[0],
-                                      num_kv_heads=k_cache.shape[2])
+    if config is None:  # from host ints and shapes only: no sync (paged_runtime)
+        config = select_paged_config(q, k_cache, block_table, max_seqlen_q, max_seqlen_k)
     else:
-        config = validate_paged_config(config, head_dim=q.shape[-1], group=group)
+        config = check_paged_config(config, head_dim=q.shape[-1], group=group)
     if q.stride(-1) != 1:
         q = q.contiguous()
     return paged_attn_fwd(q, k_cache, v_cache, out, block_table, seqused_k, cu_seqlens_q, max_seqlen_q, config,

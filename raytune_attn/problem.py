@@ -55,6 +55,8 @@ class Problem:
 
     @classmethod
     def from_key(cls, key: str) -> Problem:
+        if key.startswith("paged-"):  # a paged-KV batch (raytune_attn.paged_problem)
+            return _paged().from_key(key)
         m = _KEY_RE.fullmatch(key)
         if not m:
             raise ValueError(f"not a problem key: {key!r} (expected e.g. {_EXAMPLE_KEY})")
@@ -66,6 +68,8 @@ class Problem:
 
     @classmethod
     def from_dict(cls, d: dict) -> Problem:
+        if str(d.get("problem_key", "")).startswith("paged-"):  # a PagedProblem's to_dict
+            return _paged().from_dict(d)
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(d) - names)
         if unknown:
@@ -93,6 +97,12 @@ class Problem:
             pairs = self.batch * self.seqlen_q * self.seqlen_k
         f = 4.0 * self.hq * pairs * self.head_dim
         return f / 2 if self.causal else f
+
+
+def _paged():
+    from raytune_attn.paged_problem import PagedProblem  # it subclasses Problem: imported when first asked
+
+    return PagedProblem
 
 
 _KEY_RE = re.compile(

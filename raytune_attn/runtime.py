@@ -59,6 +59,7 @@ class ConfigTable:
     exact: dict[tuple, dict] = field(default_factory=dict)  # shape tuple -> complete config
     buckets: dict[tuple, list[tuple[Problem, dict]]] = field(default_factory=dict)  # (d, ratio, causal, dtype)
     ignored: dict[str, int] = field(default_factory=dict)  # reason -> number of entries ignored
+    paged: list[tuple[Problem, dict]] = field(default_factory=list)  # paged_attention's: raytune_attn.paged_runtime
 
     @property
     def checksum(self) -> str:
@@ -142,7 +143,10 @@ def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str 
     vendor = device.vendor
     for e in usable:
         p = Problem.from_key(e["problem_key"])
-        cfg = check(e["config"], head_dim=p.head_dim, vendor=vendor, dtype=p.dtype)
+        cfg = check(e["config"], head_dim=p.head_dim, vendor=vendor, dtype=p.dtype, group=p.hq // p.hkv)
+        if e["problem_key"].startswith("paged-"):  # never a dense or varlen call's: looked up by paged_runtime
+            table.paged.append((p, cfg))
+            continue
         table.exact[_shape_key(p)] = cfg
         table.buckets.setdefault((p.head_dim, p.hq // p.hkv, p.causal, p.dtype), []).append((p, cfg))
     return table

@@ -11,6 +11,9 @@ artifact. Every refusal is an `InvalidConfig` naming the reason.
   alignment where the config reads them through tensor descriptors. Callers cache its answer per config and
   shapes; `check_tma_alignment` is the part that depends on base addresses.
 - `check_backend(...)`: what this Triton and this backend can honour; the kernel asks at launch.
+- `check_paged(config, head_dim=..., group=..., ...)`: the paged-KV kernel's configs (`raytune_attn.paged_attention`,
+  knobs in `kernels.paged_config.PAGED_KNOBS`). A config holding NUM_SEGMENTS is the paged kernel's: `check` and
+  `Screen` judge it by these rules, `prepare` (the dense and varlen kernel's) refuses it.
 
 The shared-memory model is the kernel's (`raytune_attn.kernels.resources`, a lower bound that never refuses a
 config that compiles); on top of it, one K tile and one V tile, the operands of the two matmuls, are counted
@@ -32,8 +35,8 @@ if TYPE_CHECKING:
 # torch, Triton and the kernel's shared-memory model load where a check needs them: an artifact's checks (the
 # tuner's export, the runtime's load) need none of them.
 
-__all__ = ["InvalidConfig", "Screen", "check", "check_backend", "check_tma_alignment", "fits", "prepare",
-           "shared_memory_need"]
+__all__ = ["InvalidConfig", "Screen", "check", "check_backend", "check_paged", "check_tma_alignment", "fits",
+           "is_paged", "prepare", "shared_memory_need"]
 
 
 def _dtype_bytes(dtype: str) -> int:
@@ -79,10 +82,13 @@ def _tma_on_arch(config: Mapping[str, Any], arch: str) -> None:
 
 
 def check(config: Mapping[str, Any], *, head_dim: int = 128, vendor: str | None = None, arch: str | None = None,
-          dtype: str = "bfloat16") -> dict[str, Any]:
+          dtype: str = "bfloat16", group: int = 1) -> dict[str, Any]:
     """The complete config if it can run a problem of `head_dim` and `dtype` on `vendor`'s GPUs ("nvidia", "amd",
     "cpu": the interpreter; default: `arch`'s vendor, else "cpu") of architecture `arch` (None: any); else raise
-    InvalidConfig naming the reason."""
+    InvalidConfig naming the reason. A paged config (`is_paged`) is judged by `check_paged`, `group` (Hq // Hkv)
+    its GQA group."""
+    if is_paged(config):
+        return check_paged(config, head_dim=head_dim, group=group, vendor=vendor, arch=arch, dtype=dtype)
     if vendor is None:
         vendor = _arch_vendor(arch) if arch else "cpu"
     cfg = validate_config(config, head_dim=head_dim, vendor=vendor)
@@ -102,28 +108,29 @@ class Screen:
     arch: str
     head_dim: int = 128
     dtype: str = "bfloat16"
+    group: int = 1  # Hq // Hkv: the paged kernel's tiles must hold a whole GQA group
 
     @classmethod
-    def for_problem(cls, arch: str, head_dim: int, dtype: str) -> Screen:
+    def for_problem(cls, arch: str, head_dim: int, dtype: str, group: int = 1) -> Screen:
         from raytune_attn.kernels.resources import ARCHS
 
         if arch not in ARCHS:
             raise ValueError(f"unknown arch {arch!r}; known: {', '.join(ARCHS)}")
-        return cls(arch, head_dim, dtype)
+        return cls(arch, head_dim, dtype, group)
 
     def reason(self, config: Mapping[str, Any]) -> str | None:
         """Why the config cannot run here, or None when it may."""
-        return _screen_reason(tuple(sorted(config.items())), self.arch, self.head_dim, self.dtype)
+        return _screen_reason(tuple(sorted(config.items())), self.arch, self.head_dim, self.dtype, self.group)
 
     def accepts(self, config: Mapping[str, Any]) -> bool:
         return self.reason(config) is None
 
 
 @functools.lru_cache(maxsize=1 << 16)
-def _screen_reason(items: tuple, arch: str, head_dim: int, dtype: str) -> str | None:
+def _screen_reason(items: tuple, arch: str, head_dim: int, dtype: str, group: int = 1) -> str | None:
     # Cached: the searches of one sweep screen the same space once per problem, and share head dims and dtypes.
     try:
-        check(dict(items), head_dim=head_dim, arch=arch, dtype=dtype)
+        check(dict(items), head_dim=head_dim, arch=arch, dtype=dtype, group=group)
     except InvalidConfig as e:
         return str(e)
     return None
@@ -171,6 +178,9 @@ def prepare(config: Mapping[str, Any], q: torch.Tensor, k: torch.Tensor, v: torc
     import triton
     import triton.language as tl
 
+    if is_paged(config):
+        raise InvalidConfig("NUM_SEGMENTS is a knob of the paged kernel (raytune_attn.paged_attention), not of "
+                            "attention / varlen_attention")
     dev = _device(q)
     head_dim = q.shape[-1]
     cfg = validate_config(config, head_dim=head_dim, vendor=dev.vendor)
@@ -216,3 +226,55 @@ def check_backend(config: Mapping[str, Any], q: torch.Tensor, *, interpreting: b
             raise InvalidConfig("maxnreg is an NVIDIA launch option; the HIP backend has none")
         if q.is_cuda and "maxnreg" not in launch_options():
             raise InvalidConfig(f"maxnreg is not a launch option of Triton {triton.__version__}'s NVIDIA backend")
+
+
+# ------------------------------------------------------------------------------------------ the paged kernel
+
+_PAGED_TILES = (16, 32, 64, 128, 256)  # tl.dot needs every dimension >= 16 and powers of two
+_PAGED_SEGMENTS = (1, 2, 4, 8, 16, 32, 64)  # the reduce loads all segments of a row as one power-of-two vector
+
+
+def is_paged(config: Any) -> bool:
+    """Whether `config` is the paged kernel's: it sets NUM_SEGMENTS (split-KV), a knob no other kernel has."""
+    return isinstance(config, Mapping) and "NUM_SEGMENTS" in config
+
+
+def check_paged(config: Mapping[str, Any], *, head_dim: int = 128, group: int = 1, vendor: str | None = None,
+                arch: str | None = None, dtype: str = "bfloat16") -> dict[str, Any]:
+    """The complete paged config (`kernels.paged_config.default_paged_config` filling what is not given) if the
+    paged kernel can run it for a problem of `head_dim`, GQA `group` (Hq // Hkv) and `dtype` on `arch`; else
+    raise InvalidConfig naming the knob. The kernel has no vendor-only knob, so `vendor` refuses nothing."""
+    from raytune_attn.kernels.paged_config import PAGED_KNOBS, default_paged_config
+
+    if not isinstance(config, Mapping):
+        raise InvalidConfig(f"config must be a dict of knob values, got {type(config).__name__}")
+    unknown = sorted(set(config) - set(PAGED_KNOBS))
+    if unknown:
+        raise InvalidConfig(f"unknown paged knob(s) {unknown}; known knobs are {sorted(PAGED_KNOBS)}")
+    out = default_paged_config(head_dim=head_dim, group=group)
+    for name, value in config.items():
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise InvalidConfig(f"knob {name} must be an integer, got {value!r}")
+        out[name] = value
+    for name in ("BLOCK_M", "BLOCK_N"):
+        if out[name] not in _PAGED_TILES:
+            raise InvalidConfig(f"{name}={out[name]} must be one of {_PAGED_TILES} (tl.dot needs >= 16, powers of 2)")
+    if out["BLOCK_M"] < group:
+        raise InvalidConfig(f"BLOCK_M={out['BLOCK_M']} is smaller than the GQA group ({group} query heads per KV "
+                            "head): a tile must hold every query head of its KV head")
+    if out["NUM_SEGMENTS"] not in _PAGED_SEGMENTS:
+        raise InvalidConfig(f"NUM_SEGMENTS={out['NUM_SEGMENTS']} must be one of {_PAGED_SEGMENTS}")
+    if out["num_warps"] not in (1, 2, 4, 8, 16):
+        raise InvalidConfig(f"num_warps={out['num_warps']} must be a power of two from 1 to 16")
+    if not 1 <= out["num_stages"] <= 8:
+        raise InvalidConfig(f"num_stages={out['num_stages']} must be between 1 and 8")
+    if arch:
+        from raytune_attn.kernels import resources
+
+        model = resources.ARCHS.get(arch)
+        # One K and one V tile at least, as for the dense kernel (the paged kernel has no model of its own).
+        need = 2 * out["BLOCK_N"] * resources.block_d(head_dim) * _dtype_bytes(dtype)
+        if model and model.smem_bytes and need > model.smem_bytes:
+            raise InvalidConfig(f"BLOCK_N={out['BLOCK_N']} with head dim {head_dim}: needs at least {need} bytes "
+                                f"of shared memory, {arch} has {model.smem_bytes}")
+    return out

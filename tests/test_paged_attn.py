@@ -5,9 +5,11 @@ import torch
 from conftest import DEVICE, HAS_GPU
 from reference import attention_reference, rel_err, tolerance
 
-from raytune_attn.config import InvalidConfig
-from raytune_attn.kernels.paged_config import default_paged_config, validate_paged_config
+from raytune_attn import validation
+from raytune_attn.config import InvalidConfig, validate_config
+from raytune_attn.kernels.paged_config import default_paged_config
 from raytune_attn.paged import paged_attention
+from raytune_attn.validation import check_paged
 
 DTYPES = [torch.float16, torch.bfloat16] if HAS_GPU else [torch.float32]
 _FAR = 10**6  # table entries past a sequence's pages: a block id no cache has, so reading one would fault
@@ -89,7 +91,7 @@ def test_prefill_default_takes_one_segment():
     cfg = default_paged_config(head_dim=128, group=4, max_seqlen_q=512, max_seqlen_k=4096, num_seqs=2,
                                num_kv_heads=8)
     assert cfg["NUM_SEGMENTS"] == 1
-    assert validate_paged_config(cfg, head_dim=128, group=4) == cfg
+    assert check_paged(cfg, head_dim=128, group=4) == cfg
 
 
 def test_out_and_scale():
@@ -135,7 +137,23 @@ def test_bad_input_raises(change, match):
 ])
 def test_bad_config_raises(config, match):
     with pytest.raises(InvalidConfig, match=match):
-        validate_paged_config(config, head_dim=64, group=32)
+        check_paged(config, head_dim=64, group=32)
+
+
+def test_one_validation_judges_paged_configs_everywhere():
+    """A config setting NUM_SEGMENTS is the paged kernel's: check (artifact, runtime, search screens) and
+    validate_config (space files) apply its rules; the dense kernel's prepare refuses it."""
+    cfg = {"BLOCK_M": 32, "BLOCK_N": 64, "NUM_SEGMENTS": 8, "num_warps": 4, "num_stages": 2}
+    assert validation.check(cfg, head_dim=128, arch="sm90", group=4) == check_paged(cfg, head_dim=128, group=4)
+    assert validate_config(cfg) == check_paged(cfg)
+    assert validation.Screen.for_problem("sm90", 128, "bfloat16", 64).reason(cfg).startswith("BLOCK_M=32")
+    with pytest.raises(InvalidConfig, match="GQA group"):
+        validation.check(cfg, head_dim=128, group=64)
+    with pytest.raises(InvalidConfig, match="shared memory"):
+        validation.check({**cfg, "BLOCK_N": 256}, head_dim=256, arch="gfx942", dtype="float32")
+    q = torch.zeros(1, 4, 8, 16)
+    with pytest.raises(InvalidConfig, match="paged kernel"):
+        validation.prepare(cfg, q, q, q)
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="CUDA graphs need a GPU")

@@ -34,6 +34,7 @@ import triton
 import triton.language as tl
 
 from raytune_attn.config import InvalidConfig
+from raytune_attn.device import interpreter_enabled
 
 LOG2E = 1.4426950408889634
 _PTXAS_ERROR = getattr(triton.runtime.errors, "PTXASError", subprocess.CalledProcessError)
@@ -210,10 +211,12 @@ def _paged_reduce(Out, Part, PartM, PartL, stride_ot, stride_oh, num_heads,
 
 
 def paged_attn_fwd(q, k_cache, v_cache, out, block_table, seqused_k, cu_seqlens_q, max_seqlen_q, config, *,
-                   causal, scale, kv_start=None):
+                   causal, scale, kv_start=None, compile_only=False):
     """Launch with checked inputs and a validated config (`paged.paged_attention` does both). Any page size
     works here; `kv_start` (int32 per sequence, optional) hides each sequence's keys below it (left padding).
-    The grid comes from shapes and max_seqlen_q only: no value is read back from the device."""
+    The grid comes from shapes and max_seqlen_q only: no value is read back from the device.
+    `compile_only` compiles and loads the binaries without launching them (the tuner's compile pool warms
+    Triton's cache beside a GPU that is timing); it returns the main kernel's (None in the interpreter)."""
     total_q, hq, head_dim = q.shape
     num_blocks, page, hkv, _ = k_cache.shape
     num_seqs, max_pages = block_table.shape
@@ -234,22 +237,23 @@ def paged_attn_fwd(q, k_cache, v_cache, out, block_table, seqused_k, cu_seqlens_
         part_l = torch.empty((total_q, hq, segments), device=q.device, dtype=torch.float32)
     launch = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
     tile_in_page = max_pages == 1 or page % config["BLOCK_N"] == 0
+    fwd_args = (q, k_cache, v_cache, out, part, part_m, part_l, block_table, seqused_k, cu_seqlens_q,
+                kv_start if kv_start is not None else seqused_k,
+                num_seqs, num_blocks, page, max_pages, scale * LOG2E,
+                q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
+                out.stride(0), out.stride(1), block_table.stride(0))
+    fwd_kw = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, GROUP=group, BLOCK_M=config["BLOCK_M"], BLOCK_Q=block_q,
+                  BLOCK_N=config["BLOCK_N"], NUM_SEGMENTS=segments, IS_CAUSAL=bool(causal),
+                  HAS_KV_START=kv_start is not None, TILE_IN_PAGE=tile_in_page, ONE_TILE_PER_SEQ=one_tile, **launch)
+    red_args = (out, part, part_m, part_l, out.stride(0), out.stride(1), hq)
+    red_kw = dict(HEAD_DIM=head_dim, BLOCK_D=block_d, GROUP=group, GROUP_PAD=triton.next_power_of_2(group),
+                  NUM_SEGMENTS=segments, num_warps=4)
     try:
-        _paged_fwd[(tiles, hkv, segments)](
-            q, k_cache, v_cache, out, part, part_m, part_l, block_table, seqused_k, cu_seqlens_q,
-            kv_start if kv_start is not None else seqused_k,
-            num_seqs, num_blocks, page, max_pages, scale * LOG2E,
-            q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
-            out.stride(0), out.stride(1), block_table.stride(0),
-            HEAD_DIM=head_dim, BLOCK_D=block_d, GROUP=group, BLOCK_M=config["BLOCK_M"], BLOCK_Q=block_q,
-            BLOCK_N=config["BLOCK_N"], NUM_SEGMENTS=segments, IS_CAUSAL=bool(causal),
-            HAS_KV_START=kv_start is not None, TILE_IN_PAGE=tile_in_page,
-            ONE_TILE_PER_SEQ=one_tile, **launch)
+        if compile_only:
+            return _compile(fwd_args, fwd_kw, red_args, red_kw, segments > 1)
+        _paged_fwd[(tiles, hkv, segments)](*fwd_args, **fwd_kw)
         if segments > 1:
-            _paged_reduce[(total_q, hkv)](out, part, part_m, part_l, out.stride(0), out.stride(1), hq,
-                                          HEAD_DIM=head_dim, BLOCK_D=block_d, GROUP=group,
-                                          GROUP_PAD=triton.next_power_of_2(group), NUM_SEGMENTS=segments,
-                                          num_warps=4)
+            _paged_reduce[(total_q, hkv)](*red_args, **red_kw)
     except triton.runtime.errors.OutOfResources as e:
         raise InvalidConfig(f"out of resources: {e}") from e
     except triton.compiler.errors.CompilationError as e:
@@ -257,3 +261,13 @@ def paged_attn_fwd(q, k_cache, v_cache, out, block_table, seqused_k, cu_seqlens_
     except (subprocess.CalledProcessError, _PTXAS_ERROR) as e:
         raise InvalidConfig(f"compile error in the assembler: {str(e).strip().splitlines()[0][:300]}") from e
     return out
+
+
+def _compile(fwd_args, fwd_kw, red_args, red_kw, reduce: bool):
+    if interpreter_enabled():  # the interpreter compiles nothing
+        return None
+    compiled = _paged_fwd.warmup(*fwd_args, grid=(1,), **fwd_kw)
+    compiled._init_handles()  # loading the binary is where shared-memory overflows surface
+    if reduce:
+        _paged_reduce.warmup(*red_args, grid=(1,), **red_kw)._init_handles()
+    return compiled

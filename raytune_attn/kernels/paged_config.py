@@ -11,15 +11,14 @@ A paged config is a plain dict like the prefill kernel's (`raytune_attn.config`)
   directly (no partials, no reduce).
 - num_warps, num_stages: launch options, as for the prefill kernel.
 
-`validate_paged_config` is the one place these rules live until they join `config.validate_config`.
+Their rules are decided in the one place configs are validated: `raytune_attn.validation.check_paged`. This module
+keeps the knobs and the heuristic default (used when no config is given and no tuned entry matches the call:
+`raytune_attn.paged_runtime`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
-
-from raytune_attn.config import InvalidConfig
 
 PAGED_KNOBS: dict[str, type] = {
     "BLOCK_M": int,
@@ -28,43 +27,12 @@ PAGED_KNOBS: dict[str, type] = {
     "num_warps": int,
     "num_stages": int,
 }
-_TILES = (16, 32, 64, 128, 256)  # tl.dot needs every dimension >= 16 and powers of two
-_SEGMENTS = (1, 2, 4, 8, 16, 32, 64)  # the reduce loads all segments of a row as one power-of-two vector
+_MAX_SEGMENTS = 64  # validation.check_paged's largest NUM_SEGMENTS
 # The default splits the keys only when (sequences x KV heads) programs are fewer than a large GPU's SMs, and
 # then into segments enough for about _TARGET_PROGRAMS programs: on an H100, decode batches of 32 sequences x 8
 # KV heads read the cache fastest unsplit, while 1 and 8 sequences needed 512-1024 programs (docs/paged.md).
 _MIN_PROGRAMS = 128
 _TARGET_PROGRAMS = 1024
-
-
-def validate_paged_config(config: Mapping[str, Any], *, head_dim: int = 128, group: int = 1) -> dict[str, Any]:
-    """A complete paged config (defaults filled in) or InvalidConfig naming the bad knob.
-
-    `group` is Hq // Hkv: a tile must hold at least one query token's worth of packed heads.
-    """
-    if not isinstance(config, Mapping):
-        raise InvalidConfig(f"config must be a dict of knob values, got {type(config).__name__}")
-    unknown = sorted(set(config) - set(PAGED_KNOBS))
-    if unknown:
-        raise InvalidConfig(f"unknown paged knob(s) {unknown}; known knobs are {sorted(PAGED_KNOBS)}")
-    out = default_paged_config(head_dim=head_dim, group=group)
-    for name, value in config.items():
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidConfig(f"knob {name} must be an integer, got {value!r}")
-        out[name] = value
-    for name in ("BLOCK_M", "BLOCK_N"):
-        if out[name] not in _TILES:
-            raise InvalidConfig(f"{name}={out[name]} must be one of {_TILES} (tl.dot needs >= 16, powers of 2)")
-    if out["BLOCK_M"] < group:
-        raise InvalidConfig(f"BLOCK_M={out['BLOCK_M']} is smaller than the GQA group ({group} query heads per KV "
-                            "head): a tile must hold every query head of its KV head")
-    if out["NUM_SEGMENTS"] not in _SEGMENTS:
-        raise InvalidConfig(f"NUM_SEGMENTS={out['NUM_SEGMENTS']} must be one of {_SEGMENTS}")
-    if out["num_warps"] not in (1, 2, 4, 8, 16):
-        raise InvalidConfig(f"num_warps={out['num_warps']} must be a power of two from 1 to 16")
-    if not 1 <= out["num_stages"] <= 8:
-        raise InvalidConfig(f"num_stages={out['num_stages']} must be between 1 and 8")
-    return out
 
 
 def default_paged_config(*, head_dim: int = 128, group: int = 1, max_seqlen_q: int | None = None,
@@ -91,7 +59,7 @@ def default_paged_config(*, head_dim: int = 128, group: int = 1, max_seqlen_q: i
     programs = max(1, (num_seqs or 1) * (num_kv_heads or 1))
     if max_seqlen_q and max_seqlen_k and max_seqlen_q * group <= block_m and programs < _MIN_PROGRAMS:
         tiles = -(-max_seqlen_k // block_n)
-        while segments < _SEGMENTS[-1] and programs * segments * 2 <= _TARGET_PROGRAMS and segments * 2 <= tiles:
+        while segments < _MAX_SEGMENTS and programs * segments * 2 <= _TARGET_PROGRAMS and segments * 2 <= tiles:
             segments *= 2
     one_tile = bool(max_seqlen_k) and max_seqlen_k <= block_n * segments
     return {"BLOCK_M": block_m, "BLOCK_N": block_n, "NUM_SEGMENTS": segments, "num_warps": 4,

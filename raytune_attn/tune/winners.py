@@ -6,7 +6,8 @@ from its trials; among those, the fastest row with status "ok" (ties: lower late
 so the choice is deterministic). Its trial count is its real trials, each trial id once, re-measures left out.
 
 The sweep (summary.json, best_configs.json), `raytune-attn export` and `raytune-attn report` all ask here, so they
-name the same winner and count the same trials for the same rows.
+name the same winner and count the same trials for the same rows. Paged problems (`paged-...` keys) get entries
+the same way; `raytune_attn.paged_runtime` looks them up by shape bucket.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from raytune_attn import artifact
+from raytune_attn import artifact, validation
 from raytune_attn.problem import Problem
 from raytune_attn.tune.results import row_config
 
@@ -114,13 +115,19 @@ def best_baselines(df) -> dict[SearchKey, tuple[float, str]]:
 
 
 def _entry(key: SearchKey, best: dict, n_trials: int, base: tuple[float, str] | None) -> dict[str, Any]:
+    """A search's artifact entry; its config judged by the one validation for its problem (a paged problem's by
+    the paged kernel's rules, its GQA group included), so an entry no runtime could use is never written."""
     accel, pkey = key
+    problem = Problem.from_key(pkey)
+    config = row_config(best)
+    validation.check(config, head_dim=problem.head_dim, vendor=_str(best.get("vendor")) or None,
+                     dtype=problem.dtype, group=problem.hq // problem.hkv)
     entry: dict[str, Any] = {"accelerator_type": accel}
     entry.update({p: _str(best.get(p)) for p in artifact.ENTRY_PROVENANCE})
     entry.update({
         "problem_key": pkey,
-        "problem": Problem.from_key(pkey).to_dict(),
-        "config": row_config(best),
+        "problem": problem.to_dict(),
+        "config": config,
         "tflops": _speed(best),
         "latency_ms": artifact.float_or_none(best.get("latency_ms")),
         "baseline_tflops": base[0] if base else None,

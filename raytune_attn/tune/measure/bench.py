@@ -19,7 +19,9 @@ import torch
 
 from raytune_attn.config import InvalidConfig, validate_config
 from raytune_attn.device import detect, interpreter_enabled
+from raytune_attn.paged_problem import PagedProblem
 from raytune_attn.problem import Problem
+from raytune_attn.tune.measure.paged_workload import sdpa_gathered
 from raytune_attn.tune.measure.timing import median_ms, tflops
 from raytune_attn.tune.measure.workload import accept, make_workload, reference
 
@@ -187,7 +189,8 @@ def _raiser(e: Exception):
 
 def bench_problem(problem: Problem, configs: Iterable[dict], *, baselines=SDPA_BACKENDS, rep_ms: float = 100):
     """Rows for each SDPA backend and each given config on one problem; a config or backend that cannot run
-    this problem gets a row with NaN timings and the reason. Baselines run on a GPU only.
+    this problem gets a row with NaN timings and the reason. Baselines run on a GPU only. Paged problems: one row,
+    `sdpa-gathered` (SDPA over the de-paged K/V, `paged_workload.sdpa_gathered`).
 
     Dense problems: one row per backend, `sdpa-<backend>`. Varlen problems: one row per backend and layout,
     `sdpa-<backend>-njt` and `sdpa-<backend>-padded` (see `VARLEN_LAYOUTS`), with `layout`, `note` (what was done
@@ -217,7 +220,11 @@ def bench_problem(problem: Problem, configs: Iterable[dict], *, baselines=SDPA_B
         return row
 
     rows = []
-    if device == "cuda" and p.varlen:
+    if device == "cuda" and isinstance(p, PagedProblem):
+        fn, to_packed = sdpa_gathered(w)
+        rows.append(measure("sdpa-gathered", fn, to_packed=to_packed, catch=Exception,  # out of memory included
+                            note="K/V gathered into a padded batch with a mask outside the timing"))
+    elif device == "cuda" and p.varlen:
         for impl, fn, to_packed, note in _varlen_candidates(w, baselines):
             rows.append(measure(impl, fn, to_packed=to_packed, catch=Exception,  # NJT SDPA refuses in many ways
                                 layout=impl.rsplit("-", 1)[1], note=note, fastest=False))

@@ -1,4 +1,5 @@
-"""Inputs for a `Problem`, the kernel call on them, and the reference that every measured config must match.
+"""Inputs for a `Problem`, the kernel call on them, and the reference that every measured config must match
+(a `PagedProblem`'s: `paged_workload.py`, through the same `make_workload` and `reference`).
 
 The benchmark, the exhaustive landscapes and the sweep's trials all build their tensors here, so every config
 of a problem is timed on the same data and checked against the same reference.
@@ -14,7 +15,9 @@ import torch
 from raytune_attn import validation
 from raytune_attn.inputs import check_dense, check_varlen
 from raytune_attn.kernels.flash_attn import flash_attn_fwd
+from raytune_attn.paged_problem import PagedProblem
 from raytune_attn.problem import Problem
+from raytune_attn.tune.measure.paged_workload import PagedWorkload, make_paged_workload, paged_reference
 
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -75,13 +78,15 @@ class Workload:
 
 
 def make_workload(problem: Problem, device: str | torch.device = "cuda", seed: int = 0,
-                  random: bool = True) -> Workload:
+                  random: bool = True) -> Workload | PagedWorkload:
     """Random normal inputs (never zeros: they hide unwritten outputs and run faster than real data).
 
     Drawn on the target device: a Llama prefill key packs up to half a million tokens (a billion elements for Q),
     which the CPU's generator needs seconds for and a GPU's milliseconds. `random=False` leaves them unfilled: a
     compile process needs only their shapes, dtypes and alignment, and must launch no kernel on a GPU where a
     benchmark actor may be timing."""
+    if isinstance(problem, PagedProblem):
+        return make_paged_workload(problem, device=device, seed=seed, random=random)
     dev = torch.device(device)
     g = torch.Generator(device=dev).manual_seed(seed) if random else None
     dtype = _DTYPES[problem.dtype]
@@ -105,7 +110,9 @@ def make_workload(problem: Problem, device: str | torch.device = "cuda", seed: i
 def reference(w: Workload) -> torch.Tensor:
     """float32 attention through PyTorch SDPA on the workload's device (memory-efficient on GPU: a float64
     score matrix for the largest problems would need tens of GB). Bottom-right causal via an explicit mask when
-    Sq != Sk."""
+    Sq != Sk. Paged workloads: over each sequence's K/V gathered from its pages (paged_workload.py)."""
+    if isinstance(w, PagedWorkload):
+        return paged_reference(w)
     if w.problem.varlen:
         cu = w.cu_seqlens.tolist()
         outs = []

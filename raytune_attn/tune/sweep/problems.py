@@ -10,9 +10,11 @@ Format (schema_version 1)::
       - {batch: 1, seqlen: 4096}          # seqlen: shorthand for seqlen_q == seqlen_k
       - {batch: 4, seqlen_q: 128, seqlen_k: 4096, varlen: false}
       - key: dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16
+      - {kind: paged, num_seqs: 32, q_len: 1, context: {uniform: [2049, 4096]}, block_size: 16}
 
-Each entry is merged over `defaults` and becomes a `raytune_attn.problem.Problem`. Errors name the file and the
-entry (`pipelines/problems/x.yaml: problems[3]: ...`).
+Each entry is merged over `defaults` and becomes a `raytune_attn.problem.Problem`; `kind: paged` (in the entry or
+the defaults) makes a paged-KV batch, a `raytune_attn.paged_problem.PagedProblem` (fields: its `from_fields`).
+Errors name the file and the entry (`pipelines/problems/x.yaml: problems[3]: ...`).
 """
 
 from __future__ import annotations
@@ -98,6 +100,12 @@ def _entry(entry, defaults: dict) -> Problem:
             raise ValueError("an entry with `key` may have no other field")
         return Problem.from_key(str(entry["key"]))
     d = {**defaults, **entry}
+    if "kind" in d:
+        if d["kind"] != "paged":
+            raise ValueError(f"kind must be paged (dense and varlen problems take no kind), got {d['kind']!r}")
+        from raytune_attn.paged_problem import PagedProblem
+
+        return PagedProblem.from_fields(d)
     if "seqlen" in d:
         s = d.pop("seqlen")
         if "seqlen" in entry and ("seqlen_q" in entry or "seqlen_k" in entry):

@@ -65,15 +65,18 @@ def start_searches(plan: Plan, cluster: Cluster, t0: float) -> Sweep:
     return Sweep(plan, cluster, searches, searcher, tracker, state, t0)
 
 
-def _space_for(plan: Plan, info: dict, cpu_mode: bool):
+def _space_for(plan: Plan, info: dict, cpu_mode: bool, problem=None):
+    """--space, else the accelerator's shipped space. A paged problem (`kind` "paged") tunes the paged kernel: a
+    --space of its knobs (NUM_SEGMENTS), else the space file beside its arch's, `<arch>_paged.yaml`."""
     from raytune_attn.tune.search.space import load_space
 
-    if plan.space is not None:
+    suffix = "_paged" if getattr(problem, "kind", None) == "paged" else ""
+    if plan.space is not None and ("NUM_SEGMENTS" in plan.space.names) == bool(suffix):
         return plan.space
     if cpu_mode or info.get("arch") == "interpreter":
-        return load_space("cpu/interpreter")
+        return load_space("cpu/interpreter" + suffix)
     try:
-        return load_space(f"{info['vendor']}/{info['arch']}")
+        return load_space(f"{info['vendor']}/{info['arch']}{suffix}")
     except FileNotFoundError:
         raise SweepUsageError(f"no search space for {info['vendor']} {info['arch']} ({info.get('name')}): "
                               "pass --space FILE") from None
@@ -83,13 +86,15 @@ def _searches_of(plan: Plan, cluster: Cluster, accel: str, info: dict) -> list:
     """One search per problem on this accelerator type, each with its share of the type's trials in flight."""
     from raytune_attn.tune.sweep.searcher import Search, search_key
 
-    space = _space_for(plan, info, cluster.cpu_mode)
     problems = plan.problems_for(cluster.cpu_mode)
     # A type's in-flight trials are shared by its searches: a GP search with many configs in flight picks them
     # against lies (constant liar), so each search gets its share, at least 2.
     share = max(2, -(-len(cluster.actors[accel]) * trials_per_gpu(plan, cluster.cpu_mode) // len(problems)))
     out = []
+    spaces: dict = {}  # problem kind -> its space, each file read once
     for n, p in enumerate(problems):
+        kind = getattr(p, "kind", None)
+        space = spaces[kind] = spaces.get(kind) or _space_for(plan, info, cluster.cpu_mode, p)
         s = _searcher(plan, space, info, p, n)
         out.append(Search(search_key(accel, p.key), accel, p.to_dict(), s,
                           budget=min(budget(plan, cluster.cpu_mode), len(s.candidates)), max_concurrent=share))
@@ -108,7 +113,7 @@ def _searcher(plan: Plan, space, info: dict, p, n: int):
 
     arch = space.arch if space.arch in ARCHS else info["arch"]
     # The one validation screens the candidates: knob rules, shared memory on this arch, backend support.
-    pre = Screen.for_problem(arch, p.head_dim, p.dtype) if arch in ARCHS else None
+    pre = Screen.for_problem(arch, p.head_dim, p.dtype, p.hq // p.hkv) if arch in ARCHS else None
     # The GP reads the problem (head dim, sequence lengths, mask) for where it starts and what it screens.
     return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, problem=p)
 
