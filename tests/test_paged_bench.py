@@ -1,0 +1,83 @@
+"""benchmarks/paged_bench.py in its --tiny mode (the Triton interpreter on a CPU: correctness only, no timing):
+the Parquet it writes has one row per benchmark row, every column, and each method's output within tolerance of
+an independent float64 attention computed here from the same seeded batch."""
+
+import math
+
+import pandas as pd
+import pytest
+import torch
+
+from benchmarks import paged_bench, paged_rows
+from benchmarks.paged_batch import make_batch, reference
+
+
+def _float64_attention(row, batch):
+    """Per sequence, per query head, softmax(q k^T * scale) v over its own keys, bottom-right causal."""
+    out = torch.zeros((row.total_q, row.hq, row.head_dim), dtype=torch.float64)
+    flat_k = batch.k_cache.reshape(-1, row.hkv, row.head_dim).double()
+    flat_v = batch.v_cache.reshape(-1, row.hkv, row.head_dim).double()
+    q0 = k0 = 0
+    for ql, n in zip(row.q_lens, row.contexts, strict=True):
+        idx = batch.token_index[k0:k0 + n]
+        for h in range(row.hq):
+            g = h // (row.hq // row.hkv)
+            q = batch.q[q0:q0 + ql, h].double()
+            s = q @ flat_k[idx, g].T * row.head_dim ** -0.5
+            allowed = torch.arange(n)[None, :] <= torch.arange(ql)[:, None] + (n - ql)
+            s = s.masked_fill(~allowed, -math.inf)
+            out[q0:q0 + ql, h] = torch.softmax(s, dim=-1) @ flat_v[idx, g]
+        q0, k0 = q0 + ql, k0 + n
+    return out
+
+
+def test_reference_is_attention_over_the_paged_keys():
+    """The reference the benchmark checks every method against is attention over each sequence's own keys."""
+    for row in paged_rows.tiny_rows():
+        batch = make_batch(row, "cpu")
+        ref = reference(batch).double()
+        assert torch.allclose(ref, _float64_attention(row, batch), atol=1e-5), row.name
+
+
+def test_tiny_mode_writes_checked_rows(tmp_path):
+    assert paged_bench.main(["--tiny", "--out", str(tmp_path)]) == 0
+    df = pd.read_parquet(tmp_path / "paged_bench.parquet")
+    rows = paged_rows.tiny_rows()
+    assert list(df["row"]) == [r.name for r in rows]
+    assert list(df.columns) == list(paged_bench.COLUMNS)
+    assert list(df["kind"]) == [r.kind for r in rows]
+    assert list(df["total_k"]) == [sum(r.contexts) for r in rows]
+    assert list(df["bytes"]) == [r.bytes_moved() for r in rows]
+    for method in ("paged", "sdpa", "varlen"):
+        assert df[f"{method}_ok"].tolist() == [True] * len(rows), method
+        assert (df[f"{method}_err"] <= paged_bench.TOLERANCE["float32"]).all(), method
+    assert df["paged_ms"].isna().all()  # the interpreter's times are no GPU's: none are reported
+    assert (tmp_path / "paged_bench.txt").read_text().count("\n") == len(rows) + 2
+
+
+def test_rows_filter_and_bad_pattern(tmp_path, capsys):
+    assert paged_bench.main(["--tiny", "--rows", "mixed-*", "--out", str(tmp_path)]) == 0
+    assert list(pd.read_parquet(tmp_path / "paged_bench.parquet")["row"]) == ["mixed-p2-d3"]
+    assert paged_bench.main(["--tiny", "--rows", "nothing-*", "--out", str(tmp_path)]) == 2
+    assert "matches no row" in capsys.readouterr().err
+
+
+def test_full_table_rows():
+    rows = paged_rows.full_rows()
+    decode = [r for r in rows if r.kind == "decode"]
+    assert {(r.num_seqs, r.max_k) for r in decode} == {(b, k) for b in paged_rows.DECODE_BATCHES
+                                                       for k in paged_rows.DECODE_CONTEXTS}
+    for r in rows:
+        assert (r.hq, r.hkv, r.head_dim, r.block_size, r.dtype) == (32, 8, 128, 16, "bfloat16")
+    for r in (r for r in rows if r.kind == "mixed"):
+        chunks = [q for q in r.q_lens if q > 1]
+        assert 2 <= len(chunks) <= 4 and all(512 <= q <= 2048 for q in chunks)
+        assert 32 <= r.q_lens.count(1) <= 128
+        assert all(n >= q for q, n in zip(r.q_lens, r.contexts, strict=True))
+    assert {r.name for r in rows} >= set(paged_rows.QUICK)
+
+
+@pytest.mark.parametrize("argv", [["--out", "x", "--tiny", "--quick"], ["--out", "x", "--rep-ms", "0"]])
+def test_bad_arguments(argv):
+    with pytest.raises(SystemExit):
+        paged_bench.parse_args(argv)
