@@ -50,3 +50,62 @@ def test_errors_name_file_and_entry(doc, match):
 def test_missing_file():
     with pytest.raises(FileNotFoundError, match="no problem-set file"):
         load_problems("does-not-exist")
+
+
+def test_llama_decode_set():
+    from raytune_attn.paged_problem import PagedProblem
+    from raytune_attn.paged_runtime import problem_bucket
+
+    ps = load_problems("llama3_8b_decode")
+    assert all(isinstance(p, PagedProblem) for p in ps)
+    assert {(p.hq, p.hkv, p.head_dim, p.dtype, p.block_size, p.causal) for p in ps} == {(32, 8, 128, "bfloat16",
+                                                                                         16, True)}
+    decode = [p for p in ps if p.seqlen_q == 1]
+    assert {p.batch for p in decode} == {1, 8, 32, 128, 256}
+    assert {p.seqlen_k for p in decode} == {1024, 4096, 16384, 32768}
+    assert all(min(k for _, k in p.lengths()) > p.seqlen_k // 2 for p in decode)  # one context bucket each
+    mixed = [p for p in ps if p.seqlen_q > 1]
+    assert mixed and all(len(p.groups) == 2 for p in mixed)
+    for p in mixed:
+        chunks, rows = p.groups
+        assert 512 <= min(q for q, _ in p.lengths()[:chunks.count]) and p.seqlen_q <= 2048
+        assert 32 <= rows.count <= 128 and all(q == 1 for q, _ in p.lengths()[chunks.count:])
+    assert len({problem_bucket(p) for p in ps}) == len(ps)  # the runtime tells every problem apart
+    smoke = load_problems("cpu_paged_smoke")
+    assert all(isinstance(p, PagedProblem) and p.dtype == "float32" and p.seqlen_k <= 64 for p in smoke)
+
+
+def test_paged_entry_forms():
+    doc = {"schema_version": 1, "defaults": {"kind": "paged", "hq": 4, "hkv": 2, "head_dim": 64, "block_size": 32},
+           "problems": [{"num_seqs": 3, "q_len": 1, "context": [100, 7, 64]},
+                        {"num_seqs": 4, "q_len": {"uniform": [1, 4]}, "context": {"uniform": [50, 90]}, "seed": 5},
+                        {"mix": [{"num_seqs": 1, "q_len": 40, "context": 30},
+                                 {"num_seqs": 2, "q_len": 1, "context": 300}]},
+                        {"key": "paged-n2q1k17~40-bs16-hq2-hkv1-d16-float32-seed0"}]}
+    fixed, drawn, mixed, keyed = parse_problems(doc)
+    assert fixed.lengths() == [(1, 100), (1, 7), (1, 64)] and (fixed.batch, fixed.seqlen_k) == (3, 100)
+    lens = drawn.lengths()
+    assert lens[0] == (4, 90) and all(1 <= q <= 4 and 50 <= k <= 90 for q, k in lens)  # the first takes the bounds
+    assert lens == type(drawn).from_key(drawn.key).lengths()  # the key names the draw: same seed, same lengths
+    assert mixed.lengths() == [(40, 40), (1, 300), (1, 300)]  # a context below its q_len is raised to it
+    assert keyed.key == "paged-n2q1k17~40-bs16-hq2-hkv1-d16-float32-seed0"
+    assert fixed.flops() == 4 * 4 * 64 * (100 + 7 + 64)
+
+
+@pytest.mark.parametrize("entry,match", [
+    ({"kind": "dense"}, "kind must be paged"),
+    ({"num_seqs": 2, "q_len": 1, "context": 8, "batch": 2}, "unknown paged problem field"),
+    ({"num_seqs": 2, "q_len": 1, "context": [8, 9, 10]}, "context: 3 lengths for 2 sequences"),
+    ({"num_seqs": 2, "q_len": 1, "context": {"uniform": [9, 8]}}, "lo <= hi"),
+    ({"num_seqs": 2, "q_len": 0, "context": 8}, "q_len: lengths must be positive"),
+    ({"num_seqs": 2, "q_len": 1, "context": 8, "block_size": 24}, "block_size=24"),
+    ({"num_seqs": 1, "q_len": 1, "context": 8, "mix": []}, "either mix or"),
+    ({"mix": [{"num_seqs": 1, "q_len": 1}]}, r"mix\[0\]: a group needs"),
+    ({"num_seqs": 2, "q_len": 1, "context": 8, "hkv": 3}, "multiple of hkv"),
+])
+def test_paged_errors_name_the_entry(entry, match):
+    doc = {"schema_version": 1, "defaults": {"kind": "paged", "hq": 4, "hkv": 2, "head_dim": 64, "block_size": 16},
+           "problems": [{"num_seqs": 1, "q_len": 1, "context": 8}, entry]}
+    with pytest.raises(ProblemSetError, match=match) as e:
+        parse_problems(doc, source="p.yaml")
+    assert str(e.value).startswith("p.yaml: problems[1]: ")
