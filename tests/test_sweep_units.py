@@ -44,17 +44,18 @@ def test_sweep_searcher_interleaves_and_limits():
     assert s.suggest("t7") == Searcher.FINISHED  # budget 3 per search reached
 
 
-def test_sweep_searcher_state_roundtrip(tmp_path):
+def test_sweep_searcher_writes_a_ledger_line_per_trial_and_no_tune_checkpoint(tmp_path):
+    from raytune_attn.tune.sweep.state import Ledger
+
     s = _sweep()
-    cfgs = {f"t{i}": s.suggest(f"t{i}") for i in range(3)}
-    s.on_trial_complete("t0", {"status": "ok", "tflops": 3.0})
-    s.save(str(tmp_path / "ckpt"))
-    r = _sweep()
-    r.restore(str(tmp_path / "ckpt"))
-    assert r.searches["CPU/0"].suggested == 2 and r.searches["CPU/0"].live == {"t2"}
-    r.on_trial_complete("t2", {"status": "ok", "tflops": 4.0})  # an in-flight trial finishing after a resume
-    obs = r.searches["CPU/0"].searcher.observations
-    assert [v for _, v in obs] == [3.0, 4.0] and obs[1][0] == cfgs["t2"]["config"]
+    s.ledger, s.attempt = Ledger(tmp_path / "ledger.jsonl"), 2
+    got = {f"t{i}": s.suggest(f"t{i}") for i in range(3)}
+    recs = s.ledger.records()
+    assert [(r["trial_id"], r["search"], r["config"], r["attempt"]) for r in recs] == [
+        (t, g["search"], g["config"], 2) for t, g in got.items()]
+    assert recs[0]["problem"] == P1 and recs[0]["accel"] == "CPU"
+    s.save_to_dir(str(tmp_path))  # Tune's checkpoint hook: the ledger and the rows are the state, nothing pickled
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ledger.jsonl"]
 
 
 class _SlowHost:
@@ -176,19 +177,26 @@ def test_flags():
         a.budget = 6
 
 
-def test_resume_takes_the_saved_settings_but_where_it_runs_from_its_command_line(tmp_path):
+def test_resume_takes_every_saved_setting_but_where_it_runs_from_its_command_line(tmp_path, monkeypatch):
     from raytune_attn.tune.sweep.plan import make_plan
+    from raytune_attn.tune.sweep.state import write_doc
 
+    monkeypatch.chdir(tmp_path)
     out = tmp_path / "out"
-    out.mkdir()
-    # As the argparse driver wrote it: `rungs` as the flag's text, no `rungs_ms`.
-    saved = {"name": "old", "args": {"searcher": "random", "budget": 7, "rungs": "5,10", "seed": 3, "address": "x:1",
-                                     "no_mlflow": True, "unknown_flag_of_an_old_version": 1}}
-    (out / "sweep.json").write_text(json.dumps(saved))
-    plan = make_plan(SweepConfig(resume=True, out=str(out), tracking_uri="sqlite:///t.db", budget=99))
-    c = plan.config
-    assert plan.name == "old" and (c.searcher, c.budget, c.rungs_ms, c.seed) == ("random", 7, (5.0, 10.0), 3)
-    assert c.address is None and not c.no_mlflow and c.tracking_uri == "sqlite:///t.db" and c.resume
+    out.mkdir(mode=0o755)
+    store = f"sqlite:///{tmp_path / 't.db'}"
+    # `rungs` as the flag's text without `rungs_ms` (an earlier writer), and a flag this version does not know.
+    saved = {"searcher": "random", "budget": 7, "rungs": "5,10", "seed": 3, "address": "x:1", "tracking_uri": store,
+             "unknown_flag_of_an_old_version": 1}
+    write_doc(out / "sweep.json", {"name": "old", "args": saved})
+    c = make_plan(SweepConfig(resume=True, out=str(out), budget=99)).config
+    assert (c.searcher, c.budget, c.rungs_ms, c.seed) == ("random", 7, (5.0, 10.0), 3)
+    assert c.address == "x:1" and c.tracking_uri == store and not c.no_mlflow and c.resume and c.name == "old"
+    assert make_plan(SweepConfig(resume=True, out=str(out), address="local")).config.address == "local"
+    assert make_plan(SweepConfig(resume=True, out=str(out), tracking_uri="sqlite:///t.db")).config.tracking_uri == store
+    for other in ({"tracking_uri": "sqlite:///elsewhere.db"}, {"no_mlflow": True}):
+        with pytest.raises(SweepUsageError, match=f"logs to {store}"):
+            make_plan(SweepConfig(resume=True, out=str(out), **other))
 
 
 def test_tracking_uri_form():
@@ -282,24 +290,13 @@ def test_format_summary_says_not_representative():
     assert "not representative" in format_summary(s)
 
 
-def test_cancelled_suggestion_is_free_again_and_resume_cancels_a_pending_ask(tmp_path):
+def test_cancelled_suggestion_is_free_again():
     space = load_space("cpu/interpreter")
     inner = make_searcher("random", space, seed=0)
     cfg = inner.suggest("ask-1")
     inner.cancel("ask-1")
     key = space.key(cfg)
     assert not inner._taken[inner._index[key]] and inner.get_state()["live"] == {}
-    # A sweep saved while its next suggestion was asked ahead: the restored searcher frees that config.
-    s = _sweep()
-    s.suggest("t0")
-    search = s.searches["CPU/0"]
-    s._ask(search)
-    pending_inner = search.pending[0]
-    s.save(str(tmp_path / "ckpt"))
-    r = _sweep()
-    r.restore(str(tmp_path / "ckpt"))
-    assert pending_inner not in r.searches["CPU/0"].searcher.get_state()["live"]
-    assert r.searches["CPU/0"].pending is None and r.searches["CPU/0"].suggested == 1
 
 
 class _RecordingCompiler:

@@ -36,6 +36,9 @@ SCHEMA_METADATA_KEY = b"raytune_attn.schema_version"
 PARTITION_COLUMN = "accelerator_type"
 
 STATUSES = ("ok", "invalid", "error", "stopped")  # trials; baselines use "ok" or "error"
+# A trial in flight when its sweep's driver died; a resume ran its config again under another trial id. Readers
+# leave these rows out unless asked (`read_table(..., interrupted=True)`).
+INTERRUPTED = "interrupted"
 KINDS = ("trial", "baseline")
 
 PROBLEM_COLUMNS = ("batch", "hq", "hkv", "seqlen_q", "seqlen_k", "head_dim", "causal", "dtype", "varlen")
@@ -188,8 +191,8 @@ def trial_row(
         else:
             extra[f"config.{k}"] = v
     _apply_metrics(row, extra, metrics)
-    if row["status"] is not None and row["status"] not in STATUSES:
-        raise ValueError(f"trial status {row['status']!r} must be one of {STATUSES}")
+    if row["status"] is not None and row["status"] not in (*STATUSES, INTERRUPTED):
+        raise ValueError(f"trial status {row['status']!r} must be one of {(*STATUSES, INTERRUPTED)}")
     return _finish(row, extra)
 
 
@@ -375,10 +378,11 @@ def _dedupe(tables: list[pa.Table], tiers: list[int]) -> pa.Table:
     return table.take(pa.array([pick.get(i, i) for i in order], type=pa.int64()))
 
 
-def read_table(path: str | os.PathLike) -> pa.Table:
+def read_table(path: str | os.PathLike, *, interrupted: bool = False) -> pa.Table:
     """Every row under `path` once, conformed to the current `SCHEMA`. `path` is a results file, a partitioned
     dataset directory, or a sweep's directory (its trials.parquet and the trials/ partitions written as trials
-    ended): a row found in several files is read from a file outside the partitions if there is one."""
+    ended): a row found in several files is read from a file outside the partitions if there is one. Trials marked
+    `INTERRUPTED` are left out unless `interrupted`."""
     path = Path(path)
     tables, tiers = [], []
     for f in _files(path):
@@ -391,21 +395,26 @@ def read_table(path: str | os.PathLike) -> pa.Table:
         tiers.append(0 if part is None else 1)
     if not tables:
         return SCHEMA.empty_table()
-    return _dedupe(tables, tiers)
+    table = _dedupe(tables, tiers)
+    if interrupted:
+        return table
+    import pyarrow.compute as pc
+
+    return table.filter(pc.fill_null(pc.not_equal(table.column("status"), INTERRUPTED), True))
 
 
 _PANDAS_TYPES = None
 
 
-def read_trials(path: str | os.PathLike):
-    """Every row under `path` once (see `read_table`) as a pandas DataFrame (nullable Int32/boolean dtypes for knobs
-    and problem fields)."""
+def read_trials(path: str | os.PathLike, *, interrupted: bool = False):
+    """Every row under `path` once (see `read_table`; interrupted trials only if `interrupted`) as a pandas DataFrame
+    (nullable Int32/boolean dtypes for knobs and problem fields)."""
     import pandas as pd
 
     global _PANDAS_TYPES
     if _PANDAS_TYPES is None:
         _PANDAS_TYPES = {pa.int32(): pd.Int32Dtype(), pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}
-    return read_table(path).to_pandas(types_mapper=_PANDAS_TYPES.get)
+    return read_table(path, interrupted=interrupted).to_pandas(types_mapper=_PANDAS_TYPES.get)
 
 
 # ---------------------------------------------------------------------------------------------------- views

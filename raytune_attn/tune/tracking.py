@@ -18,15 +18,22 @@ All calls go through `MlflowClient` with explicit run ids (no global active run)
 
 Tracking URI: the `tracking_uri` argument, else $MLFLOW_TRACKING_URI, else `sqlite:///mlflow.db` in the working
 directory (embedded, artifacts in ./mlruns).
+
+Every HTTP call has a timeout and few retries (`tracking_uri.apply_http_env`, where the environment sets none). Two
+processes opening one new SQLite store at once both run MLflow's schema migration and one fails; opening a SQLite
+store is therefore serialized by an `flock` on `<db>.init-lock` beside it, and a store that still refuses is
+reported in words (`StoreError`), not by SQLAlchemy's link alone.
 """
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import tempfile
 import time
 from collections.abc import Iterable, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,15 +45,60 @@ from mlflow.tracking import MlflowClient
 from raytune_attn.artifact import float_or_none
 from raytune_attn.config import KNOBS
 from raytune_attn.problem import Problem
-from raytune_attn.tune.tracking_uri import DEFAULT_DB, resolve_tracking_uri  # noqa: F401 - part of this module's API
+from raytune_attn.tune.tracking_uri import (  # noqa: F401 - DEFAULT_DB is part of this module's API
+    DEFAULT_DB,
+    apply_http_env,
+    error_words,
+    resolve_tracking_uri,
+)
 
 _MAX_TAG = 5000
 _MAX_PARAM = 6000
+INIT_LOCK_WAIT_S = 120.0  # another process migrating a new SQLite store's schema takes seconds
+
+
+class StoreError(RuntimeError):
+    """A tracking store that cannot be opened, said in words."""
+
+
+@contextmanager
+def _opening(tracking_uri: str):
+    """Held while a store is first opened: an flock beside a SQLite database (see the module doc); anything else
+    opens as it is. Errors come out as StoreError naming the store."""
+    fd = None
+    if tracking_uri.startswith("sqlite:///"):
+        db = Path(tracking_uri[len("sqlite:///"):])
+        db.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(db.with_name(db.name + ".init-lock"), os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + INIT_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    os.close(fd)
+                    raise StoreError(f"MLflow store {tracking_uri}: another process has been opening it for "
+                                     f"{INIT_LOCK_WAIT_S:g} s") from None
+                time.sleep(0.1)
+    try:
+        yield
+    except mlflow.exceptions.MlflowException:
+        raise
+    except Exception as e:  # noqa: BLE001 - SQLAlchemy, alembic, sqlite3: said in words below
+        hint = (" (another sweep writing this SQLite store at the same moment? for concurrent sweeps use a tracking "
+                "server: mlflow server --backend-store-uri ...)" if fd is not None else "")
+        raise StoreError(f"MLflow store {tracking_uri} could not be opened: {type(e).__name__}: "
+                         f"{error_words(e)}{hint}") from e
+    finally:
+        if fd is not None:
+            os.close(fd)
 
 
 def download_artifact(uri: str, dst: str | os.PathLike | None = None, tracking_uri: str | None = None) -> str:
     """Download a `runs:/`, `models:/` or `mlflow-artifacts:/` URI to a local path (used by `runtime`)."""
     dst = str(dst) if dst is not None else tempfile.mkdtemp(prefix="raytune-attn-configs-")
+    apply_http_env()
     return mlflow.artifacts.download_artifacts(
         artifact_uri=uri, dst_path=dst, tracking_uri=resolve_tracking_uri(tracking_uri)
     )
@@ -82,10 +134,12 @@ class SweepTracker:
     """Logs a sweep to MLflow. `experiment` is the sweep name."""
 
     def __init__(self, experiment: str, tracking_uri: str | None = None):
+        apply_http_env()
         self.tracking_uri = resolve_tracking_uri(tracking_uri)
-        self.client = MlflowClient(tracking_uri=self.tracking_uri)
         self.experiment = experiment
-        self.experiment_id = self._experiment_id(experiment)
+        with _opening(self.tracking_uri):
+            self.client = MlflowClient(tracking_uri=self.tracking_uri)  # MLflow opens (and migrates) the store here
+            self.experiment_id = self._experiment_id(experiment)
 
     def _experiment_id(self, name: str) -> str:
         exp = self.client.get_experiment_by_name(name)
@@ -253,6 +307,23 @@ class SweepTracker:
         if artifact_path is not None:
             self.client.log_artifact(rid, str(artifact_path))
         self.client.set_terminated(rid, status)
+
+    def end_runs(self, run_ids: Iterable[str], status: str = "KILLED", reason: str = "") -> list[str]:
+        """End the runs of `run_ids` still RUNNING, and their child runs still RUNNING, as `status` (a resume ends
+        the parent runs of the driver it replaces); returns the ids it ended."""
+        ended = []
+        for rid in run_ids:
+            run = self.client.get_run(rid)
+            children = self.client.search_runs(
+                [run.info.experiment_id], filter_string=f"tags.mlflow.parentRunId = '{rid}' and "
+                "attributes.status = 'RUNNING'")
+            for r in [run, *children]:
+                if r.info.status == "RUNNING":
+                    if reason:
+                        self.client.set_tag(r.info.run_id, "end_reason", _s(reason))
+                    self.client.set_terminated(r.info.run_id, status)
+                    ended.append(r.info.run_id)
+        return ended
 
     def abort_search(self, handle: SearchHandle, reason: str = "") -> None:
         """Mark a search that ended by an exception as FAILED."""

@@ -1,14 +1,23 @@
 """Where a sweep's MLflow tracking store is, resolved without importing mlflow: the sweep's driver resolves it in
 its own environment and working directory and hands it to the logging actor (sweep/tracking_host.py), whose
-environment and working directory may differ (a worker of an existing cluster)."""
+environment and working directory may differ (a worker of an existing cluster).
+
+A tracking server (http/https) is probed before Ray starts (`probe_server`: a few seconds at most), and every
+MLflow HTTP call gets a timeout and few retries (`http_env`): MLflow's defaults, 120 s per request and 7 retries
+with exponential backoff, held a sweep on a dead server for 277 s before its first error."""
 
 from __future__ import annotations
 
+import http.client
 import os
 from pathlib import Path
 from urllib.parse import urlparse
 
 DEFAULT_DB = "mlflow.db"
+PROBE_TIMEOUT_S = 5.0
+# MLflow reads these at each call; a sweep sets them where unset (its own process and its logging actor's).
+HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2",
+                 "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 
 
 def resolve_tracking_uri(tracking_uri: str | None = None) -> str:
@@ -41,3 +50,54 @@ def check_tracking_uri(uri: str) -> str:
     if scheme in ("http", "https") and not parsed.netloc:
         raise ValueError(f"tracking URI {uri!r}: a tracking server's URI names its host, e.g. http://host:5000")
     return uri
+
+
+def error_words(e: BaseException) -> str:
+    """The line of a tracking store's error that says what went wrong: the last one (a Ray error's traceback ends
+    with the exception), leaving out SQLAlchemy's closing "Background on this error" link and the SQL it quotes."""
+    lines = [ln.strip() for ln in str(e).strip().splitlines() if ln.strip()]
+    said = [ln for ln in lines if not ln.startswith(("(Background on this error", "[SQL:", "[parameters:"))]
+    return (said or lines or [type(e).__name__])[-1][:1000]
+
+
+def absolute(uri: str) -> str:
+    """`uri` with a relative SQLite path made absolute (against this working directory): the same store from a
+    resume started elsewhere, or from the logging actor."""
+    prefix = "sqlite:///"
+    if uri.startswith(prefix) and not uri.startswith(prefix + "/") and ":memory:" not in uri:
+        return prefix + str(Path(uri[len(prefix):]).resolve())
+    return uri
+
+
+def http_env() -> dict[str, str]:
+    """MLflow's HTTP timeout and retry settings: the environment's where set, else `HTTP_DEFAULTS`."""
+    return {k: os.environ.get(k) or v for k, v in HTTP_DEFAULTS.items()}
+
+
+def apply_http_env() -> None:
+    """`http_env()` into this process's environment (MLflow reads it at each request)."""
+    for k, v in http_env().items():
+        os.environ.setdefault(k, v)
+
+
+def probe_server(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+    """For a tracking server (http/https): ValueError naming `uri` unless it answers an HTTP request (any status)
+    within `timeout_s`; a database or file store is left to MLflow."""
+    parsed = urlparse(uri)
+    scheme = parsed.scheme.lower()
+    if scheme not in ("http", "https"):
+        return
+    conn_cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
+    conn = conn_cls(parsed.hostname, parsed.port, timeout=timeout_s)
+    path = (parsed.path.rstrip("/") or "") + "/health"
+    try:
+        conn.request("GET", path)
+        conn.getresponse().read(256)
+    except TimeoutError:
+        raise ValueError(f"MLflow tracking server {uri} did not answer within {timeout_s:g} s (checked before Ray "
+                         "started): start it, or pass another --tracking-uri, or --no-mlflow") from None
+    except (OSError, http.client.HTTPException) as e:
+        raise ValueError(f"MLflow tracking server {uri} cannot be reached: {e.__class__.__name__}: {e} (checked "
+                         "before Ray started): start it, or pass another --tracking-uri, or --no-mlflow") from None
+    finally:
+        conn.close()

@@ -73,7 +73,7 @@ def start_cluster(plan: Plan, session: list) -> Cluster:
     # The search actors start now, beside the GPU actors, and get their searchers once the GPUs' architectures are
     # known: Tune's first trial then waits for neither.
     n_searches = len(cluster.groups) * len(plan.problems_for(cluster.cpu_mode))
-    cluster.hosts = [] if plan.config.resume else start_hosts(n_searches)
+    cluster.hosts = start_hosts(n_searches)
     start_actors(cluster, plan)
     for accel, inf in cluster.infos.items():
         log.info("%s: %d benchmark actor(s), %s %s %s", accel, len(inf), inf[0]["vendor"], inf[0]["arch"],

@@ -1,8 +1,8 @@
 """The sweep's settings: one frozen `SweepConfig`, built once from the flags of `raytune-attn tune` and checked
 there (types, ranges, combinations), before anything reads a file or starts Ray.
 
-A resumed sweep takes its settings from the `sweep.json` it wrote (`resumed_from`), except the ones that say where
-and how to run it (`RESUME_KEEP`), which the new command line gives.
+A resumed sweep takes every setting from the `sweep.json` it wrote (`resumed_from`), the tracking store included;
+its own command line may only say where to run it (`RESUME_WHERE`: the Ray cluster, its CPUs, compile processes).
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from dataclasses import dataclass, fields
 
 from raytune_attn.tune.search import SEARCHERS
 
-# What a resume takes from its own command line, not from the saved sweep: where it runs and where it writes.
-RESUME_KEEP = ("address", "tracking_uri", "resume", "out", "name", "compile_workers", "num_cpus", "no_mlflow")
+# What a resume's own command line may set, where given (not None): where it runs. Everything else, the tracking
+# store included (its runs belong with the sweep's first ones), comes from sweep.json.
+RESUME_WHERE = ("address", "num_cpus", "compile_workers")
+RESUME_OWN = ("resume", "out", "name")  # how the resume found the sweep
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ADDRESS = re.compile(r"^(auto|local|ray://\S+|[^\s:/]+:\d+)$")  # what ray.init(address=...) takes
 
@@ -84,13 +86,23 @@ class SweepConfig:
         return d
 
     def resumed_from(self, saved: dict) -> SweepConfig:
-        """This resume's settings: the saved sweep's, except `RESUME_KEEP` from this command line. A sweep.json
-        written before `rungs_ms` was saved has only `rungs` (the flag's text)."""
+        """This resume's settings: the saved sweep's (defaults where it has none), except `RESUME_WHERE` where this
+        command line gives them.
+        `--tracking-uri` or `--no-mlflow` on a resume must match the sweep's (checked by the plan, which resolves
+        the URI)."""
         known = {f.name for f in fields(self)}
-        old = {k: v for k, v in saved.items() if k in known and k not in RESUME_KEEP}
+        old = {k: v for k, v in saved.items() if k in known and k not in RESUME_OWN}
         if "rungs_ms" not in old and "rungs" in saved:
             old["rungs_ms"] = parse_rungs(saved["rungs"])
-        return dataclasses.replace(self, **old)
+        for k in RESUME_WHERE:
+            if getattr(self, k) is not None:
+                old[k] = getattr(self, k)
+        if self.address is not None:  # a cluster it joins: the saved local cluster's size does not apply
+            old["num_cpus"] = self.num_cpus
+        try:  # a setting sweep.json lacks takes its default, not this command line's value
+            return SweepConfig(**{k: getattr(self, k) for k in RESUME_OWN}, **old)
+        except TypeError as e:  # a value of the wrong type in a checksummed file: written by another version
+            raise SweepUsageError(f"--resume: the saved settings do not fit this version ({e})") from None
 
 
 def _problems(c: SweepConfig):

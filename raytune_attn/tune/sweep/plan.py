@@ -1,22 +1,29 @@
 """The sweep's first phase, before Ray starts: every input read and checked, nothing written.
 
-`make_plan` resolves the sweep's name and output directory (a resume reads its settings back from sweep.json),
-loads the problem sets and the `--space` file, and checks the tracking URI's form and that the output directory
-can be written. A mistake in any of them is one line (exit 2) within a second or two, and leaves nothing on disk:
-`write_plan` creates the directory and sweep.json only once all of it passed.
+`make_plan` resolves the sweep's name and output directory (a resume reads its settings back from sweep.json, and
+what its earlier drivers left from the ledger and the trial rows: resume.py), refuses a directory another sweep
+holds (lock.py), loads the problem sets and the `--space` file, checks the tracking URI's form and probes a tracking
+server, and checks that the output directory can be written. A mistake in any of them is one line (exit 2) within
+seconds, and leaves nothing on disk: `write_plan` creates the directory and sweep.json only once all of it passed
+(and once the driver holds the directory's lock).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as _dt
-import json
 import logging
 import os
+import socket
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from raytune_attn.problem import Problem
+from raytune_attn.tune.sweep import resume, state, trust
 from raytune_attn.tune.sweep.config import SweepConfig, SweepUsageError
+from raytune_attn.tune.sweep.lock import check_free
+from raytune_attn.tune.tracking_uri import absolute
 
 log = logging.getLogger(__name__)
 DEFAULT_PROBLEMS = {False: "standard", True: "cpu_smoke"}  # with a GPU in the cluster / without
@@ -29,7 +36,17 @@ class Plan:
     out: Path
     problems: dict  # cpu_mode (no GPU in the cluster) -> tuple[Problem, ...]
     space: object | None  # the --space file's SearchSpace; None: each accelerator type's own
-    tracking_uri: str | None  # None: --no-mlflow
+    tracking_uri: str | None  # None: --no-mlflow; else absolute (a relative SQLite path resolved here)
+    prior: resume.Resume = resume.Resume()  # what the sweep's earlier drivers left (a new sweep: attempt 1)
+
+    @property
+    def tune_name(self) -> str:
+        """This driver's Tune experiment under `<out>/ray/` (a resume is a new one: resume.py says why)."""
+        return resume.tune_name(self.name, self.prior.attempt)
+
+    @property
+    def ledger(self) -> state.Ledger:
+        return state.Ledger(self.out / resume.LEDGER_NAME)
 
     @property
     def namespace(self) -> str:
@@ -47,29 +64,69 @@ def make_plan(config: SweepConfig) -> Plan:
     """The checked plan of a sweep; raises SweepUsageError, ValueError or FileNotFoundError naming the mistake."""
     name = config.name or ("sweep-" + _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S"))
     out = Path(config.out or Path("raytune-results") / name).expanduser().resolve()
+    if out.is_dir():
+        check_free(out)  # another sweep's: say so before anything else about the directory
+    prior = resume.Resume()
     if config.resume:
         config, name = _resumed(config, out)
+        prior = _prior(out)
     _check_out(out, name, config.resume)
     return Plan(config=config, name=name, out=out, problems=_problem_sets(config.problems),
-                space=_space(config.space), tracking_uri=_tracking_uri(config))
+                space=_space(config.space), tracking_uri=_tracking_uri(config), prior=prior)
+
+
+def make_out(plan: Plan) -> None:
+    """The output directory; one this creates is not writable by group or others (a resume refuses those)."""
+    if not plan.out.is_dir():
+        plan.out.mkdir(parents=True)
+        plan.out.chmod(0o755)
+    elif plan.out.stat().st_mode & 0o022 and not plan.config.resume:
+        log.warning("%s is writable by group or others: a --resume will refuse it (chmod go-w %s)", plan.out,
+                    plan.out)
 
 
 def write_plan(plan: Plan) -> None:
-    """The output directory, and a new sweep's sweep.json (the settings `--resume` reads back)."""
-    plan.out.mkdir(parents=True, exist_ok=True)
+    """A new sweep's sweep.json (every setting, the tracking store resolved: what `--resume` reads back) and this
+    driver's `attempt` record in the ledger. Called with the output directory's lock held."""
     if not plan.config.resume:
-        plan.saved.write_text(json.dumps({"name": plan.name, "args": plan.config.to_json()}, indent=1))
+        args = plan.config.to_json()
+        args["tracking_uri"] = plan.tracking_uri
+        state.write_doc(plan.saved, {"name": plan.name, "args": args})
+    plan.ledger.append({"kind": "attempt", "attempt": plan.prior.attempt, "tune_name": plan.tune_name,
+                        "pid": os.getpid(), "host": socket.gethostname(), "started": time.time()})
 
 
-def _resumed(config: SweepConfig, out: Path) -> tuple[SweepConfig, str]:
+def _resumed(asked: SweepConfig, out: Path) -> tuple[SweepConfig, str]:
+    """The saved sweep's settings and name, from sweep.json (checked: trust.py, state.py)."""
     saved = out / "sweep.json"
     if not saved.is_file():
         raise SweepUsageError(f"--resume: {saved} does not exist (no sweep to finish there)")
     try:
-        old = json.loads(saved.read_text())
-        return config.resumed_from(old["args"]), str(old["name"])
-    except (json.JSONDecodeError, KeyError, TypeError) as e:
-        raise SweepUsageError(f"--resume: {saved} is not a sweep's settings ({type(e).__name__}: {e})") from None
+        trust.check_private(out)
+        trust.check_private(saved)
+        doc = state.read_doc(saved)
+    except state.ResumeStateError as e:
+        raise SweepUsageError(f"--resume: {e}") from None
+    if not isinstance(doc.get("args"), dict) or not isinstance(doc.get("name"), str):
+        raise SweepUsageError(f"--resume: {saved} holds no sweep name and settings")
+    try:
+        config = dataclasses.replace(asked.resumed_from(doc["args"]), name=doc["name"])  # the name checked too
+    except SweepUsageError as e:
+        raise SweepUsageError(f"--resume: {saved}: {e}") from None
+    store = "nothing (--no-mlflow)" if config.no_mlflow else config.tracking_uri
+    if (asked.no_mlflow and not config.no_mlflow) or (
+            asked.tracking_uri and absolute(asked.tracking_uri) != config.tracking_uri):
+        raise SweepUsageError(f"--resume: sweep {doc['name']!r} logs to {store} ({saved}); a resume logs there "
+                              "too: drop --tracking-uri/--no-mlflow")
+    return config, doc["name"]
+
+
+def _prior(out: Path) -> resume.Resume:
+    try:
+        trust.check_private(out / resume.LEDGER_NAME)
+        return resume.load(out)
+    except state.ResumeStateError as e:
+        raise SweepUsageError(f"--resume: {e}") from None
 
 
 def _check_out(out: Path, name: str, resume: bool) -> None:
@@ -105,6 +162,8 @@ def _space(path: str | None):
 def _tracking_uri(config: SweepConfig) -> str | None:
     if config.no_mlflow:
         return None
-    from raytune_attn.tune.tracking_uri import check_tracking_uri, resolve_tracking_uri
+    from raytune_attn.tune.tracking_uri import check_tracking_uri, probe_server, resolve_tracking_uri
 
-    return check_tracking_uri(resolve_tracking_uri(config.tracking_uri))  # as this driver sees it
+    uri = absolute(check_tracking_uri(resolve_tracking_uri(config.tracking_uri)))  # as this driver sees it
+    probe_server(uri)  # a dead tracking server: a few seconds, before Ray starts
+    return uri

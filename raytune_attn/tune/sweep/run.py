@@ -17,8 +17,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Sweep:
-    """What the run phase built: the searches, their searcher (None when Tune restores its own), MLflow, and the
-    state Tune's callback fills."""
+    """What the run phase built: the searches, their searcher, MLflow, and the state Tune's callback fills."""
 
     plan: Plan
     cluster: Cluster
@@ -60,7 +59,7 @@ def start_searches(plan: Plan, cluster: Cluster, t0: float) -> Sweep:
     prov = {accel: provenance.collect(inf[0]) for accel, inf in cluster.infos.items()}
     searches = [s for accel, inf in cluster.infos.items() for s in _searches_of(plan, cluster, accel, inf[0])]
     tracker = _start_tracking(plan, searches, prov, budget(plan, cluster.cpu_mode))
-    searcher = None if plan.config.resume else _start_searcher(plan, cluster, searches)
+    searcher = _start_searcher(plan, cluster, searches)
     state = _sweep_state(plan, searches, prov, tracker, cluster.brokers, searcher, t0)
     return Sweep(plan, cluster, searches, searcher, tracker, state, t0)
 
@@ -84,6 +83,7 @@ def _space_for(plan: Plan, info: dict, cpu_mode: bool, problem=None):
 
 def _searches_of(plan: Plan, cluster: Cluster, accel: str, info: dict) -> list:
     """One search per problem on this accelerator type, each with its share of the type's trials in flight."""
+    from raytune_attn.tune.sweep.resume import replay
     from raytune_attn.tune.sweep.searcher import Search, search_key
 
     problems = plan.problems_for(cluster.cpu_mode)
@@ -96,8 +96,11 @@ def _searches_of(plan: Plan, cluster: Cluster, accel: str, info: dict) -> list:
         kind = getattr(p, "kind", None)
         space = spaces[kind] = spaces.get(kind) or _space_for(plan, info, cluster.cpu_mode, p)
         s = _searcher(plan, space, info, p, n)
-        out.append(Search(search_key(accel, p.key), accel, p.to_dict(), s,
-                          budget=min(budget(plan, cluster.cpu_mode), len(s.candidates)), max_concurrent=share))
+        key = search_key(accel, p.key)
+        done = plan.prior.done.get(key, [])
+        replay(s, done)  # a resume: what its earlier drivers measured, each counted once (resume.py)
+        out.append(Search(key, accel, p.to_dict(), s, budget=min(budget(plan, cluster.cpu_mode), len(s.candidates)),
+                          max_concurrent=share, suggested=len(done), completed=len(done)))
     return out
 
 
@@ -124,11 +127,17 @@ def _start_tracking(plan: Plan, searches: list, prov: dict, trials: int):
         return None
     from raytune_attn.tune.sweep.tracking_host import RemoteTracker
 
-    c = plan.config
+    c, attempt = plan.config, plan.prior.attempt
     tracker = RemoteTracker(plan.name, plan.tracking_uri)
-    settings = {"searcher": c.searcher, "seed": c.seed, "budget": trials,
+    if plan.prior.parents:  # the runs of the drivers this one replaces (resume.py): still RUNNING if killed
+        ended = tracker.end_runs(list(plan.prior.parents), "KILLED",
+                                 reason=f"its driver ended before the sweep did; resumed as attempt {attempt}")
+        if ended:
+            log.info("ended %d MLflow run(s) of the interrupted driver as KILLED", len(ended))
+    settings = {"searcher": c.searcher, "seed": c.seed, "budget": trials, "attempt": attempt,
                 "rungs_ms": c.rungs, "early_stop": not c.no_early_stop, "space": c.space or "auto"}
-    tracker.start_searches({s.key: (s.accel, s.problem, prov[s.accel], settings) for s in searches})
+    runs = tracker.start_searches({s.key: (s.accel, s.problem, prov[s.accel], settings) for s in searches})
+    plan.ledger.append({"kind": "parents", "attempt": attempt, "runs": runs})
     return tracker
 
 
@@ -139,7 +148,8 @@ def _start_searcher(plan: Plan, cluster: Cluster, searches: list):
     from raytune_attn.tune.sweep.searcher import SweepSearcher
 
     searcher = SweepSearcher(searches, _spec(plan), remote=True, hosts=cluster.hosts,
-                             speculators=prefetch.speculators(searches, cluster.compilers, cluster.groups))
+                             speculators=prefetch.speculators(searches, cluster.compilers, cluster.groups),
+                             ledger=plan.ledger, attempt=plan.prior.attempt)
     design, speculative = prefetch.submit(searches, cluster.compilers, cluster.groups)
     searcher.start()
     if design or speculative:
@@ -158,19 +168,6 @@ def _spec(plan: Plan) -> dict:
     return {"namespace": plan.namespace, "rungs_ms": list(plan.config.rungs_ms)}
 
 
-def _done_before(plan: Plan) -> dict:
-    """A resumed sweep's trials already finished, per search key."""
-    from raytune_attn.tune import results
-    from raytune_attn.tune.sweep.searcher import search_key
-
-    if not (plan.config.resume and (plan.out / "trials").exists()):
-        return {}
-    old = results.read_trials(plan.out / "trials")
-    old = old[old["kind"] == "trial"]
-    return {search_key(str(accel), key): g["trial_id"].nunique()
-            for (accel, key), g in old.groupby(["accelerator_type", "problem_key"])}
-
-
 def meta(plan: Plan) -> dict:
     """Columns every row of this sweep carries."""
     return {"sweep_id": plan.name, "sweep_name": plan.name, "searcher": plan.config.searcher, "seed": plan.config.seed}
@@ -180,38 +177,36 @@ def _sweep_state(plan: Plan, searches, prov, tracker, brokers, searcher, t0: flo
     from raytune_attn.tune.sweep.callbacks import SweepState
     from raytune_attn.tune.sweep.progress import Progress
 
-    progress = Progress({s.key: s.budget for s in searches}, done=_done_before(plan))
+    progress = Progress({s.key: s.budget for s in searches}, done={s.key: s.completed for s in searches})
     return SweepState(out_dir=plan.out, n_rungs=len(plan.config.rungs_ms), provenance=prov, meta=meta(plan),
-                      progress=progress, tracker=tracker, brokers=brokers, t0=t0,
-                      config_of=searcher.config_of if searcher is not None else None)
+                      progress=progress, tracker=tracker, brokers=brokers, t0=t0, config_of=searcher.config_of)
+
+
+def remaining(sweep: Sweep) -> int:
+    """Trials still to run: each search's budget less what it ran (a resume: its earlier drivers too)."""
+    return sum(max(0, s.budget - s.suggested) for s in sweep.searches if not s.finished)
 
 
 def _tuner(sweep: Sweep, callback):
-    """A new Tune experiment, or the interrupted one restored (--resume)."""
+    """This driver's Tune experiment: a new one, also for a resume (resume.py says why), over the trials left."""
     from ray import tune
 
-    from raytune_attn.tune.sweep.searcher import PerSearchScheduler, SweepSearcher
+    from raytune_attn.tune.sweep.searcher import PerSearchScheduler
     from raytune_attn.tune.sweep.trial import run_trial
 
     plan, c = sweep.plan, sweep.plan.config
     trainable = tune.with_resources(run_trial, {"cpu": 0.01})
-    storage = plan.out / "ray"
-    if c.resume and tune.Tuner.can_restore(str(storage / plan.name)):
-        log.info("resuming %s", storage / plan.name)
-        return tune.Tuner.restore(str(storage / plan.name), trainable=trainable, resume_unfinished=True,
-                                  resume_errored=False)
-    searcher = sweep.searcher or SweepSearcher(sweep.searches, _spec(plan), remote=True)
     concurrency = sweep.cluster.n_actors * trials_per_gpu(plan, sweep.cluster.cpu_mode)
     scheduler = (tune.schedulers.FIFOScheduler() if c.no_early_stop else
                  PerSearchScheduler(max_t=len(c.rungs_ms), reduction_factor=c.reduction_factor,
                                     keep_processes=concurrency))
     return tune.Tuner(
         trainable,
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler, metric="tflops", mode="max",
-                                    num_samples=searcher.total_budget, max_concurrent_trials=concurrency,
+        tune_config=tune.TuneConfig(search_alg=sweep.searcher, scheduler=scheduler, metric="tflops", mode="max",
+                                    num_samples=remaining(sweep), max_concurrent_trials=concurrency,
                                     reuse_actors=True),
-        run_config=tune.RunConfig(name=plan.name, storage_path=str(storage), callbacks=[callback], verbose=0,
-                                  failure_config=tune.FailureConfig(max_failures=0)),
+        run_config=tune.RunConfig(name=plan.tune_name, storage_path=str(plan.out / "ray"), callbacks=[callback],
+                                  verbose=0, failure_config=tune.FailureConfig(max_failures=0)),
     )
 
 
@@ -225,11 +220,13 @@ def run_tune(sweep: Sweep) -> Fit:
     # Without those files the ResultGrid warns once per trial that it found no metrics file; the rows it would
     # read are ours already.
     logging.getLogger("ray.tune.analysis.experiment_analysis").setLevel(logging.ERROR)
-    # Tune pickles its callbacks with the experiment: this one names the live state, so that a restored
-    # experiment's callback reports here too.
-    tuner = _tuner(sweep, sweep.state.register(sweep.plan.name))
+    # Tune pickles its callbacks with the experiment: this one only names the live state (callbacks.py).
     t_fit = time.time()
-    grid = tuner.fit()
+    if remaining(sweep):
+        grid = _tuner(sweep, sweep.state.register(sweep.plan.name)).fit()
+    else:
+        grid = []  # a resume of a sweep whose trials all ran: only the last phase is left
+        log.info("every search has run its budget: finishing the sweep")
     t_return = time.time()
     brokers = sweep.cluster.brokers.values()
     at_fit = [x for acts in sweep.cluster.actors.values() for x in ray.get([a.stats.remote() for a in acts])]

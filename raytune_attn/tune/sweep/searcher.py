@@ -11,6 +11,10 @@ new ones (about 3 CPU-seconds each) once the suggestions came, and the ones it s
 delayed Tune's end by up to 5 s while they booted.
 `PerSearchScheduler` keeps one ASHA scheduler per search, so early stopping only ever compares a config with configs
 of the same problem on the same accelerator type.
+
+The searcher saves no checkpoint for Tune (`save_to_dir` writes nothing): each trial handed out is a line of the
+sweep's ledger (state.py) and each finished one a results row, and a resume rebuilds the searches from those
+(resume.py) in a new Tune experiment, instead of unpickling Tune's.
 """
 
 from __future__ import annotations
@@ -25,7 +29,6 @@ from ray import cloudpickle
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
-from raytune_attn.tune.search.base import StatefulSearcher
 from raytune_attn.tune.sweep import process_cache
 
 
@@ -135,9 +138,6 @@ class _Remote:
     def cancel(self, inner_id: str) -> None:
         self.actor.cancel.remote(inner_id)
 
-    def state_ref(self):
-        return self.actor.get_state.remote()
-
 
 class SearchHost:
     """Holds one search's searcher in a Ray actor (see _Remote)."""
@@ -195,17 +195,18 @@ class SearchHost:
             self._made.pop(inner_id, None)
         return cfg
 
-    def get_state(self) -> dict:
-        return self.searcher.get_state()
 
 
-class SweepSearcher(StatefulSearcher):
+class SweepSearcher(Searcher):
     """`remote=True` (the driver) runs each search's searcher in its own actor and asks it one suggestion ahead;
-    `remote=False` runs them in this process, each call at once."""
+    `remote=False` runs them in this process, each call at once. `ledger` (state.Ledger), when given, gets a line per
+    trial handed out, tagged with `attempt` (the driver's run of the sweep)."""
 
     def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max",
-                 remote: bool = False, speculators: dict | None = None, hosts: list | None = None):
+                 remote: bool = False, speculators: dict | None = None, hosts: list | None = None,
+                 ledger=None, attempt: int = 1):
         super().__init__(metric=metric, mode=mode)
+        self.ledger, self.attempt = ledger, attempt
         self.hosts = list(hosts or [])  # pre-started SearchHost actors (start_hosts), the i-th for the i-th search
         self.speculators = dict(speculators or {})  # search key -> prefetch.Speculator (remote hosts only)
         self.searches = {s.key: s for s in searches}
@@ -217,7 +218,6 @@ class SweepSearcher(StatefulSearcher):
         # Tune trial id -> the ask of a config handed out deferred, its knobs once the trial is complete: Tune tells
         # the searcher before its callbacks, and the results row of a trial that never reported its knobs needs them.
         self.deferred: dict[str, Any] = {}
-        self.saves_s: list[float] = []  # how long each of Tune's state saves held its loop (get_state)
         self._rr = 0
 
     def __getstate__(self):
@@ -228,8 +228,13 @@ class SweepSearcher(StatefulSearcher):
         state["speculators"] = {}
         state["hosts"] = []
         state["deferred"] = {}
-        state["saves_s"] = []
         return state
+
+    def save_to_dir(self, checkpoint_dir: str, session_str: str = "default") -> None:
+        """Nothing: the ledger and the rows are the sweep's state (module doc); Tune's loop is not held for it."""
+
+    def restore_from_dir(self, checkpoint_dir: str) -> None:
+        raise RuntimeError("a sweep resumes from its ledger and rows (sweep/resume.py), not from Tune's checkpoint")
 
     def set_search_properties(self, metric, mode, config, **spec) -> bool:
         return True
@@ -321,6 +326,10 @@ class SweepSearcher(StatefulSearcher):
         s.live.add(trial_id)
         self.trial_search[trial_id] = s.key
         self.inner_id[trial_id] = inner
+        if self.ledger is not None:  # before Tune starts it: a driver killed from here on leaves this line
+            self.ledger.append({"kind": "trial", "attempt": self.attempt, "trial_id": trial_id, "search": s.key,
+                                "accel": s.accel, "problem": dict(s.problem), "inner": inner,
+                                "config": what.get("config")})
         if self.remote and self._open(s):
             self._ask(s)  # the next one, computed while this trial runs
         return {"search": s.key, "accel": s.accel, "problem": dict(s.problem), **what, "sweep": dict(self.sweep_spec)}
@@ -357,46 +366,6 @@ class SweepSearcher(StatefulSearcher):
             # The searcher knows the trial by its inner id; a deferred trial's config holds no knobs.
             inner["config"] = inner["config"].get("config") or self.config_of(trial_id) or {}
         self._host(s).tell(self.inner_id.pop(trial_id, trial_id), inner, error)
-
-    # ---- state (Tune saves it with the experiment; Tuner.restore brings it back) ---------------------------------
-    def get_state(self) -> dict:
-        # Tune saves this every 10 s or more from its loop. Each search actor answers after the model fit it is
-        # running (0.3-1.5 s): asked all at once, the loop waits for the slowest, not for the sum of 15.
-        t0 = time.monotonic()
-        refs = {k: s.host.state_ref() for k, s in self.searches.items() if isinstance(s.host, _Remote)}
-        got = {}
-        if refs:
-            got = dict(zip(refs, ray.get(list(refs.values())), strict=True))
-        self.saves_s.append(time.monotonic() - t0)
-        return {
-            # A search without a remote host holds its searcher here (a local host wraps this same object).
-            "searches": {k: {"state": got[k] if k in got else s.searcher.get_state(),
-                             "suggested": s.suggested, "completed": s.completed, "live": sorted(s.live),
-                             "finished": s.finished, "asked": s.asked,
-                             "pending": s.pending[0] if s.pending else None} for k, s in self.searches.items()},
-            "trial_search": dict(self.trial_search),
-            "inner_id": dict(self.inner_id),
-            "rr": self._rr,
-        }
-
-    def set_state(self, state: dict) -> None:
-        for k, st in state["searches"].items():
-            s = self.searches.get(k)
-            if s is None:
-                continue
-            s.searcher.set_state(st["state"])
-            if st.get("pending"):
-                s.searcher.cancel(st["pending"])  # asked ahead, never handed out: free that config again
-            s.suggested, s.completed, s.finished = st["suggested"], st["completed"], st["finished"]
-            s.live, s.asked, s.host, s.pending = set(st["live"]), st.get("asked", 0), None, None
-        self.trial_search = dict(state["trial_search"])
-        self.inner_id = dict(state.get("inner_id", {}))
-        self._rr = state["rr"]
-        if self.remote:
-            # A trial handed out deferred and not finished before the interruption runs again and takes its config
-            # from its search's actor by name: every search gets its (new) actor now, not when next asked.
-            for s in self.searches.values():
-                self._host(s)
 
 
 class PerSearchScheduler(FIFOScheduler):

@@ -50,7 +50,7 @@ def _actor_time(stats: dict, lanes: dict, fit, n_trials: int) -> dict:
 
 
 def _tune_time(sweep, fit) -> dict:
-    """Tune's own costs: start-up to the first trial and rung, its phases, processes, deferrals, state saves."""
+    """Tune's own costs: start-up to the first trial and rung, its phases, processes, deferrals."""
     startup = {k: min((f[k] for f in fit.firsts if f[k]), default=fit.t_fit) - fit.t_fit for k in ("assign", "rung")}
     searcher = sweep.searcher
     return {
@@ -58,7 +58,6 @@ def _tune_time(sweep, fit) -> dict:
         "tune_phases_s": sweep.state.phases(fit.t_fit, fit.t_return),
         "trial_processes": len(sweep.state.pids),  # distinct trial processes that reported (actor reuse)
         "trials_deferred": searcher.n_deferred if searcher is not None else None,
-        "state_saves_s": [round(x, 3) for x in searcher.saves_s] if searcher is not None else None,
         "rungs_capped": sum(f["capped"] for f in fit.firsts),
         "rungs_requeued": sum(f.get("requeued", 0) for f in fit.firsts),  # queued behind a crash, run again
     }
@@ -76,6 +75,8 @@ def summarize(sweep, fit, df, stats: dict, wall_s: float) -> dict:
         "searcher": c.searcher, "budget_per_search": max((s.budget for s in sweep.searches), default=0),
         "early_stop": not c.no_early_stop, "rungs_ms": list(c.rungs_ms),
         "wall_s": wall_s, "tune_wall_s": fit.wall_s, "wall": hms(wall_s), "trials": n_trials,
+        # This driver's run of the sweep (2 on: resumed) and the trials its predecessors left in flight (resume.py).
+        "attempt": plan.prior.attempt, "trials_interrupted": len(plan.prior.interrupted),
         **_actor_time(stats, fit.lanes, fit, n_trials),
         "bench_s_sum": float(trials["bench_s"].fillna(0).sum()),
         **_tune_time(sweep, fit),

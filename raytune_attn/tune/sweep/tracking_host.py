@@ -48,6 +48,9 @@ class TrackingHost:
         except Exception as e:  # noqa: BLE001 - tracking trouble must not lose the sweep's files
             self._warn(f"MLflow finish failed for {key}: {e}")
 
+    def end_runs(self, run_ids: list[str], status: str, reason: str) -> list[str]:
+        return self.tracker.end_runs(run_ids, status, reason)
+
     def drain(self) -> list[str]:
         """Answered after every call sent before it: the warnings so far."""
         return list(self.warnings)
@@ -58,27 +61,45 @@ class TrackingHost:
 
 
 class RemoteTracker:
-    """The driver's side: starts the actor, sends it calls without waiting, and `drain()`s at the end."""
+    """The driver's side: starts the actor, sends it calls without waiting, and `drain()`s at the end. Each call it
+    waits for has a timeout (`CALL_TIMEOUT_S`), and the actor's MLflow HTTP requests have theirs
+    (tracking_uri.http_env, passed in its environment)."""
+
+    CALL_TIMEOUT_S = 180.0  # opening the store (a new SQLite schema: seconds) and the searches' parent runs
 
     def __init__(self, experiment: str, tracking_uri: str | None):
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+        from raytune_attn.tune.tracking_uri import http_env
+
         here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
         cls = ray.remote(num_cpus=0, max_restarts=0)(TrackingHost)
-        self.actor = cls.options(scheduling_strategy=here).remote(experiment, tracking_uri)
+        self.actor = cls.options(scheduling_strategy=here, runtime_env={"env_vars": http_env()},
+                                 ).remote(experiment, tracking_uri)
         self.tracking_uri = tracking_uri
         self.keys: set[str] = set()
+        self.runs: dict[str, str] = {}  # search key -> its parent run id
 
-    def start_searches(self, searches: dict[str, tuple]) -> None:
+    def start_searches(self, searches: dict[str, tuple]) -> dict[str, str]:
         """Each search's parent run ({key: (accel, problem dict, provenance, settings)}), created before the sweep
-        starts: a tracking store that refuses (a bad URI, a plain file store) stops it here with MLflow's reason."""
+        starts: a tracking store that refuses (a bad URI, a plain file store) stops it here with MLflow's reason.
+        Returns {key: parent run id}."""
         refs = [self.actor.start_search.remote(k, *args) for k, args in searches.items()]
-        try:
-            ray.get(refs)
-        except ray.exceptions.RayError as e:
-            raise ValueError(f"MLflow tracking at {self.tracking_uri} could not start: {_cause(e)} (another "
-                             "--tracking-uri, or --no-mlflow)") from None
         self.keys |= set(searches)
+        runs = dict(zip(searches, self._wait(refs, "could not start"), strict=True))
+        self.runs.update(runs)
+        return runs
+
+    def end_runs(self, run_ids: list[str], status: str = "KILLED", reason: str = "") -> list[str]:
+        """End the given runs still RUNNING (and their running children) as `status`; returns those ended."""
+        return self._wait([self.actor.end_runs.remote(list(run_ids), status, reason)], "could not end runs")[0]
+
+    def _wait(self, refs: list, what: str) -> list:
+        try:
+            return ray.get(refs, timeout=self.CALL_TIMEOUT_S)
+        except (ray.exceptions.RayError, TimeoutError) as e:
+            raise ValueError(f"MLflow tracking at {self.tracking_uri} {what}: {_cause(e)} (another "
+                             "--tracking-uri, or --no-mlflow)") from None
 
     def log_trial(self, key: str, row: dict, rung_metrics: list | None = None) -> None:
         if key in self.keys:
@@ -97,5 +118,9 @@ class RemoteTracker:
 
 
 def _cause(e: Exception) -> str:
+    from raytune_attn.tune.tracking_uri import error_words
+
     cause = getattr(e, "cause", None)
-    return str(cause if cause is not None else e).strip().splitlines()[-1][:1000]
+    if isinstance(e, TimeoutError):
+        return f"no answer within {RemoteTracker.CALL_TIMEOUT_S:g} s"
+    return error_words(cause if cause is not None else e)

@@ -1,0 +1,102 @@
+"""What a resumed sweep takes from the runs of its driver before it: read from data only, never from Ray's pickles.
+
+A resume is a new Tune experiment (`tune_name`: `<name>-attempt<k>`), not `Tuner.restore` of the old one, whose
+state Ray pickles. What it needs is in the output directory as data (state.py, the trial rows):
+
+- the trials that finished: their rows under `trials/` (written as each trial ended). They count toward each
+  search's budget once, and each search's searcher is rebuilt from them (`replay`);
+- the trials that were in flight when the driver died: handed out (a `trial` record in the ledger) with no row.
+  Each gets a row with status `interrupted` (`interrupted_rows`; readers skip those) and its config is free again,
+  so it runs again under a new trial id if the search still wants it;
+- the MLflow parent runs of the earlier drivers (`parents` records): ended as KILLED if still running.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from raytune_attn.tune.sweep.state import Ledger, ResumeStateError
+
+LEDGER_NAME = "ledger.jsonl"
+INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The earlier runs of a sweep's driver, as this one starts (`attempt` 1 and nothing else: a new sweep)."""
+
+    attempt: int = 1
+    done: dict = field(default_factory=dict)  # search key -> finished trial rows (records), oldest first
+    interrupted: tuple = ()  # ledger `trial` records with no row: in flight when their driver died
+    parents: tuple = ()  # MLflow parent run ids of the earlier drivers
+
+    def done_count(self, key: str) -> int:
+        return len(self.done.get(key, ()))
+
+
+def tune_name(name: str, attempt: int) -> str:
+    """The Tune experiment (under `<out>/ray/`) of the `attempt`-th run of sweep `name`."""
+    return name if attempt <= 1 else f"{name}-attempt{attempt}"
+
+
+def load(out: Path) -> Resume:
+    """The earlier runs of the sweep in `out`; ResumeStateError naming a ledger that is corrupt or foreign."""
+    from raytune_attn.tune import results, winners
+    from raytune_attn.tune.sweep.searcher import search_key
+
+    records = Ledger(out / LEDGER_NAME).records()
+    attempt = 1 + sum(r["kind"] == "attempt" for r in records)
+    rows = []
+    if (out / "trials").exists():
+        try:
+            df = results.read_trials(out / "trials", interrupted=True)
+        except results.ResultsError as e:
+            raise ResumeStateError(str(e)) from None
+        df = df[df["kind"] == "trial"].sort_values("timestamp", kind="stable")
+        rows = [r for r in df.to_dict("records") if not winners.is_final(r["trial_id"])]
+    seen = {str(r["trial_id"]) for r in rows}
+    done: dict[str, list] = {}
+    for r in rows:
+        if r["status"] != INTERRUPTED:
+            done.setdefault(search_key(str(r["accelerator_type"]), str(r["problem_key"])), []).append(r)
+    trials = [r for r in records if r["kind"] == "trial"]
+    interrupted = tuple(r for r in trials if str(r.get("trial_id")) not in seen)
+    parents = tuple(rid for r in records if r["kind"] == "parents" for rid in dict(r.get("runs") or {}).values())
+    return Resume(attempt=attempt, done=done, interrupted=interrupted, parents=parents)
+
+
+def interrupted_rows(prior: Resume, meta: dict) -> list[dict]:
+    """A row with status `interrupted` for each trial in flight when an earlier driver died (readers skip them):
+    the record says it ran, and that its config's result is the row of another trial id, if any."""
+    from raytune_attn.tune import results
+
+    rows = []
+    for rec in prior.interrupted:
+        metrics = {"status": INTERRUPTED, "rung": 0,
+                   "reason": f"in flight when the sweep's driver ended (attempt {rec.get('attempt')}); its config "
+                             f"was free again for attempt {prior.attempt}"}
+        rows.append(results.trial_row(rec["problem"], dict(rec.get("config") or {}), metrics,
+                                      {"accelerator_type": rec["accel"]}, trial_id=str(rec["trial_id"]),
+                                      attempt=rec.get("attempt"), **meta))
+    return rows
+
+
+def replay(searcher, rows: list[dict]) -> None:
+    """Tell a new searcher what the finished `rows` measured, oldest first (the results a search's searcher was
+    told as its trials ended): the rebuilt search never suggests those configs again and models their values."""
+    from raytune_attn.tune import results
+
+    for r in rows:
+        status = "ok" if r["status"] == "stopped" else str(r["status"])  # stopped early: its last rung's value
+        result = {"config": results.row_config(r), "status": status, "tflops": _float(r.get("tflops")),
+                  "compile_s": _float(r.get("compile_s"))}
+        searcher.on_trial_complete(f"replayed-{r['trial_id']}", result, error=False)
+
+
+def _float(v):
+    try:
+        v = float(v)
+    except (TypeError, ValueError):
+        return None
+    return v if v == v else None
