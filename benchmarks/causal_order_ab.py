@@ -1,7 +1,6 @@
-"""Causal tile order and masking on one GPU: the warp-specialized persistent kernel with the heavy-first order over
-all heads (REVERSE_M), grouped a few heads at a time (LPT_GROUP), and in launch order, each with the one-loop mask
-on every block or on the blocks that cross the diagonal only (flash_attn.MASK_CROSSING_ONLY); the sweep's H100
-winners beside them; SDPA flash and cuDNN timed on the same inputs.
+"""Causal tile order on one GPU: the warp-specialized kernel, persistent with the heavy-first order over all heads
+(REVERSE_M), grouped a few heads at a time (LPT_GROUP), or in launch order, and on the plain grid; the split-mask
+forms the sweeps picked beside them; SDPA flash and cuDNN timed on the same inputs.
 
     python3 -m benchmarks.causal_order_ab --out causal_order.json [--seqs 512,1024,2048,4096,8192,16384] [--dim 128]
 
@@ -19,7 +18,6 @@ from pathlib import Path
 
 from benchmarks import gpu_knobs_check as gkc
 from benchmarks.h100_kernel_table import _seqs, cells
-from raytune_attn.kernels import flash_attn
 
 WS = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2,
       "BLOCK_M": 128, "BLOCK_N": 128, "PRE_LOAD_V": True}
@@ -27,25 +25,14 @@ PLAIN = {"BLOCK_M": 64, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3, "REVERSE
 SPLIT_TMA = {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "USE_TMA": True, "PRE_LOAD_V": True}
 
 
-def configs(mask_all: bool) -> list[tuple[str, dict]]:
-    """The configs of one pass; the one-loop forms get a name saying which mask they ran with."""
-    tag = "mask-all" if mask_all else "mask-crossing"
-    one_loop = [
-        ("ws pers", {**WS, "PERSISTENT": True}),
-        ("ws pers rev", {**WS, "PERSISTENT": True, "REVERSE_M": True}),
-        ("ws grid rev", {**WS, "REVERSE_M": True}),
-    ]
-    if not mask_all:
-        one_loop += [(f"ws pers rev lpt{g}", {**WS, "PERSISTENT": True, "REVERSE_M": True, "LPT_GROUP": g})
-                     for g in (2, 4, 8, 16)]
-        one_loop += [("ws pers rev lpt8 n64", {**WS, "BLOCK_N": 64, "PERSISTENT": True, "REVERSE_M": True,
-                                                "LPT_GROUP": 8})]
-    named = [(f"{name} [{tag}]", cfg) for name, cfg in one_loop]
-    if not mask_all:
-        named += [("64x64 w4 s3 rev (split)", PLAIN), ("128x64 w4 s2 tma preV (split)", SPLIT_TMA),
-                  ("128x64 w4 s2 tma preV pers rev lpt8 (split)",
-                   {**SPLIT_TMA, "PERSISTENT": True, "REVERSE_M": True, "LPT_GROUP": 8})]
-    return named
+def configs() -> list[tuple[str, dict]]:
+    pers_rev = {**WS, "PERSISTENT": True, "REVERSE_M": True}
+    return [("ws pers", {**WS, "PERSISTENT": True}), ("ws pers rev", pers_rev),
+            *[(f"ws pers rev lpt{g}", {**pers_rev, "LPT_GROUP": g}) for g in (2, 4, 8, 16)],
+            ("ws pers rev n64", {**pers_rev, "BLOCK_N": 64}), ("ws pers rev lpt4 n64", {**pers_rev, "BLOCK_N": 64,
+                                                                                       "LPT_GROUP": 4}),
+            ("ws grid", WS), ("ws grid rev", {**WS, "REVERSE_M": True}),
+            ("64x64 w4 s3 rev (split)", PLAIN), ("128x64 w4 s2 tma preV (split)", SPLIT_TMA)]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,10 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(env), flush=True)
     t0, rows = time.perf_counter(), []
     for p in [c for c in cells(a.dim, a.seqs, a.dtype) if c.causal]:
-        for mask_all in (False, True):
-            flash_attn.MASK_CROSSING_ONLY = not mask_all
-            rows += [{**r, "mask_all": mask_all} for r in gkc.run_problem(p, None, a.rep_ms, configs(mask_all))]
-    flash_attn.MASK_CROSSING_ONLY = True
+        rows += gkc.run_problem(p, None, a.rep_ms, configs())
     a.out.parent.mkdir(parents=True, exist_ok=True)
     a.out.write_text(json.dumps({"env": env, "wall_s": round(time.perf_counter() - t0, 1), "rows": rows},
                                 indent=1, default=str) + "\n")
@@ -84,7 +68,7 @@ def table(rows: list[dict]) -> str:
     for r in rows:
         if r["name"].startswith("sdpa"):
             continue
-        same = [x for x in rows if x["S"] == r["S"] and x["mask_all"] == r["mask_all"]]
+        same = [x for x in rows if x["S"] == r["S"]]
         base = {x["name"]: x.get("tflops") for x in same}
         t = r.get("tflops")
         lines.append(f"| {r['S']} | {r['name']} | {t if t else r['status']} | {_ratio(t, base.get('sdpa-cudnn'))} | "

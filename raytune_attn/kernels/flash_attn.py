@@ -25,9 +25,6 @@ from raytune_attn.config import AMD_ONLY_KNOBS, InvalidConfig
 from raytune_attn.validation import check_backend
 
 LOG2E = 1.4426950408889634
-# Where one key loop serves masked and unmasked blocks, skip the mask on the blocks that need none (a scalar
-# branch a block); a module switch rather than a knob because it changes no result, only the time it takes.
-MASK_CROSSING_ONLY = True
 _PTXAS_ERROR = getattr(triton.runtime.errors, "PTXASError", subprocess.CalledProcessError)
 
 
@@ -59,16 +56,13 @@ def _load_kv_tile(base, desc, desc_row, start_n, offs_n, offs_d, stride_n, seqle
 
 @triton.jit
 def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo, hi, offs_m, offs_n, offs_d,
-                    stride_kn, stride_vn, seqlen_k, diag, qk_scale, mask_from,
+                    stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                     HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
                     MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, USE_TMA: tl.constexpr,
-                    WARP_SPECIALIZE: tl.constexpr, EVEN_K: tl.constexpr, MASK_CROSSING_ONLY: tl.constexpr):
+                    WARP_SPECIALIZE: tl.constexpr, EVEN_K: tl.constexpr):
     """Fold key blocks [lo, hi) into the running (acc, l, m). MASKED blocks apply the causal mask and (unless
     EVEN_K: no block runs past the keys) the sequence-end mask; unmasked blocks are known to be fully visible to
     every row of the tile, which saves the compare, the select and the -inf guards in the hot loop.
-    MASK_CROSSING_ONLY (one loop over masked and unmasked blocks): the compare and the select run only on blocks
-    that end past `mask_from`, the first key some row of the tile cannot see; the others skip them at the cost
-    of one scalar branch.
 
     WARP_SPECIALIZE asks Triton to split the loop into producer (loads) and consumer (MMA + softmax) warp groups;
     with it off the loop is the plain `range` one (tl.range sets no attribute for a false flag: same IR)."""
@@ -92,11 +86,7 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo
             # Masking the raw score, before the scale, leaves the scale to the same fused multiply-add as in the
             # unmasked step: qk_scale > 0 (the launcher checks), so -inf * qk_scale = -inf and the row max of the
             # scaled scores is the scaled row max.
-            if MASK_CROSSING_ONLY:
-                if start_n + BLOCK_N > mask_from:
-                    qk = tl.where(visible, qk, float("-inf"))
-            else:
-                qk = tl.where(visible, qk, float("-inf"))
+            qk = tl.where(visible, qk, float("-inf"))
             m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
             # A row that has seen no visible key yet keeps m = -inf; subtracting -inf from -inf would give NaN,
             # so subtract 0 instead: exp2(-inf - 0) = 0 leaves that row's acc and l at zero, as they should be.
@@ -148,7 +138,7 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
                    USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                   EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr, MASK_CROSSING_ONLY: tl.constexpr):
+                   EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
     has checked starts inside the sequence (unless WARP_SPECIALIZE: see `hi`). EVEN_K: the key count is a multiple
     of BLOCK_N (dense inputs, known at launch), so no key block is ragged and, without a causal mask, none is
@@ -219,21 +209,22 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # a ragged last block) go through the masked loop.
         n_full = tl.maximum(full_end, 0) // BLOCK_N * BLOCK_N
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, n_full,
-                                        offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale, hi,
+                                        offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
                                         HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                        WARP_SPECIALIZE, EVEN_K, False)
+                                        WARP_SPECIALIZE, EVEN_K)
         if ANY_MASKED:
             acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, n_full, hi,
                                             offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                            n_full, HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V,
-                                            USE_TMA, WARP_SPECIALIZE, EVEN_K, False)
+                                            HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                            WARP_SPECIALIZE, EVEN_K)
     else:
-        # One loop over every block (warp specialization takes no second loop): the blocks that end past
-        # `full_end` (the diagonal band, a ragged last block) are masked, the others not.
+        # One loop over every block (warp specialization takes no second loop), masking each one if any needs it.
+        # (Masking only the blocks that cross the diagonal, behind a scalar branch in the loop, ran 2-3x slower
+        # under warp specialization on an H100: benchmarks/causal_order_ab.py, docs/benchmarks/h100.)
         acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, hi,
                                         offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        tl.maximum(full_end, 0), HEAD_DIM, BLOCK_N, BLOCK_D, ANY_MASKED, IS_CAUSAL,
-                                        PRE_LOAD_V, USE_TMA, WARP_SPECIALIZE, EVEN_K, MASK_CROSSING_ONLY)
+                                        HEAD_DIM, BLOCK_N, BLOCK_D, ANY_MASKED, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                        WARP_SPECIALIZE, EVEN_K)
 
     # Rows that saw no key have l = 0 and acc = 0: divide by 1 so they output 0 rather than 0/0.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
@@ -257,8 +248,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
               SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr,
-              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, EVEN_K: tl.constexpr,
-              MASK_CROSSING_ONLY: tl.constexpr = True):
+              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, EVEN_K: tl.constexpr):
     """Grid (cdiv(max Sq, BLOCK_M), batch * Hq): one program per output tile."""
     if REVERSE_M:
         # Heavy tiles first: the hardware hands out blocks in launch order, and under a causal mask the last query
@@ -286,7 +276,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    None, None, None, 0, 0,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
-                   WARP_SPECIALIZE, EVEN_K, False, MASK_CROSSING_ONLY)
+                   WARP_SPECIALIZE, EVEN_K, False)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
@@ -300,7 +290,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
                          RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
                          EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr, ONE_Q_BUFFER: tl.constexpr,
-                         LPT_GROUP: tl.constexpr = 0, MASK_CROSSING_ONLY: tl.constexpr = True):
+                         LPT_GROUP: tl.constexpr = 0):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
@@ -379,7 +369,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                            q_all, k_all, v_all, off_zh * seqlen_q, off_zh // group_size * seqlen_k,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
-                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K, WHOLE_DESC, MASK_CROSSING_ONLY)
+                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K, WHOLE_DESC)
 
 
 def _set_tma_allocator():
@@ -528,7 +518,7 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
         WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
         # Dense keys in whole blocks: no block is ragged (one binary more per config, not one per length).
-        EVEN_K=even_k, MASK_CROSSING_ONLY=MASK_CROSSING_ONLY,
+        EVEN_K=even_k,
         **launch_opts,
     )
     if config.get("PERSISTENT", False):
