@@ -2,6 +2,10 @@
 
 Without an explicit config, the config comes from a loaded tuned artifact (`raytune_attn.runtime`) for the
 current device and the call's shape, else from `raytune_attn.config.default_config`.
+
+Forward only: inputs that need a gradient (grad mode on) raise `inputs.ForwardOnlyError`. bfloat16 tensors on the
+CPU (the Triton interpreter, which computes through NumPy and has no bfloat16) are computed in float32 and the
+output cast back to bfloat16; the config is still the one looked up for bfloat16.
 """
 
 from __future__ import annotations
@@ -21,13 +25,19 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, config=None, return_
     One difference from SDPA: when Sq != Sk, the causal mask is aligned to the bottom-right corner (flash-attn's
     convention: the last query sees every key); SDPA's `is_causal` aligns it top-left. With Sq == Sk they agree.
     """
+    inputs.check_forward_only(q, k, v)
     if config is None:
         try:
             config = _select(q.shape[0], q.shape[1], k.shape[1], q.shape[2], k.shape[2], q.shape[3], causal, q.dtype,
                              False)
-        except (AttributeError, IndexError, KeyError):  # not 4-D tensors of a supported dtype: let the checks say
-            inputs.check_dense(q, k, v)
+        except (AttributeError, IndexError, KeyError, ValueError):  # not 4-D tensors of a supported dtype, no heads:
+            inputs.check_dense(q, k, v)  # let the checks say
             raise
+    if _host_bfloat16(q):
+        inputs.check_dense(q, k, v)
+        out = attention(q.float(), k.float(), v.float(), causal=causal, softmax_scale=softmax_scale, config=config,
+                        return_lse=return_lse)
+        return _cast_back(out, q.dtype, return_lse)
     config, contiguous = _prepared(config, q, k, v, "dense")
     if not contiguous:
         q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
@@ -41,16 +51,31 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
 
     The offsets are read on the host to check them (a device sync on GPU): a wrong offset would otherwise read
     or write out of bounds."""
+    inputs.check_forward_only(q, k, v)
     inputs.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
     if config is None:
         config = _select(cu_seqlens_q.numel() - 1, q.shape[1], k.shape[1], max_seqlen_q, max_seqlen_k, q.shape[2],
                          causal, q.dtype, True)
+    if _host_bfloat16(q):
+        out = varlen_attention(q.float(), k.float(), v.float(), cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
+                               max_seqlen_k, causal=causal, softmax_scale=softmax_scale, config=config,
+                               return_lse=return_lse)
+        return _cast_back(out, q.dtype, return_lse)
     config, contiguous = _prepared(config, q, k, v, "varlen")
     if not contiguous:
         q, k, v = (t if t.stride(-1) == 1 else t.contiguous() for t in (q, k, v))
     return flash_attn_fwd(q, k, v, config, causal=causal, softmax_scale=softmax_scale, cu_seqlens_q=cu_seqlens_q,
                           cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                           return_lse=return_lse)
+
+
+def _host_bfloat16(q) -> bool:
+    return isinstance(q, torch.Tensor) and q.dtype is torch.bfloat16 and q.device.type == "cpu"
+
+
+def _cast_back(out, dtype, return_lse: bool):
+    """A float32 result of a bfloat16 call as the call's dtype (the log-sum-exp is float32 either way)."""
+    return (out[0].to(dtype), out[1]) if return_lse else out.to(dtype)
 
 
 _plans: dict[tuple, tuple[dict, bool]] = {}

@@ -1,4 +1,8 @@
-"""Checks of the tensors handed to the public API: every problem raises ValueError naming what is wrong."""
+"""Checks of the tensors handed to the public API: every problem raises ValueError naming what is wrong.
+
+`check_forward_only` is asked on every call (it depends on the grad mode, not only on the tensors); the shape
+checks once per distinct shapes (the API caches their answer).
+"""
 
 from __future__ import annotations
 
@@ -10,12 +14,38 @@ MAX_HEAD_DIM = 256
 _GPU_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
+class ForwardOnlyError(RuntimeError):
+    """An input needs a gradient: the kernels compute the forward pass only."""
+
+
+def check_forward_only(q, k, v, *, grad_mode: bool | None = None) -> None:
+    """Refuse inputs that need a gradient while grad mode is on (`grad_mode`: the caller's, default the current
+    one): no backward pass exists, and an output without a grad_fn would make a later `backward()` fail far from its
+    cause (or silently train nothing). Asked on every call: three attribute reads when nothing needs a gradient."""
+    try:
+        if not (q.requires_grad or k.requires_grad or v.requires_grad):
+            return
+    except AttributeError:  # not tensors: the shape checks say so
+        return
+    if not (torch.is_grad_enabled() if grad_mode is None else grad_mode):
+        return
+    names = [n for n, t in (("q", q), ("k", k), ("v", v)) if t.requires_grad]
+    verb = "requires" if len(names) == 1 else "require"
+    raise ForwardOnlyError(
+        f"{' and '.join(names)} {verb} grad, but raytune-attn's kernels are forward-only (no backward pass): "
+        "call it under torch.no_grad() / torch.inference_mode(), or pass detached tensors"
+    )
+
+
 def _check_common(q, k, v, rank: int, layout: str):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):
             raise ValueError(f"{name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dim() != rank:
             raise ValueError(f"{name} must have {rank} dimensions {layout}, got shape {tuple(t.shape)}")
+        heads = t.shape[-2] if rank == 3 else t.shape[1]
+        if heads < 1:
+            raise ValueError(f"{name} has {heads} heads (shape {tuple(t.shape)} {layout}): at least 1 is needed")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.dtype not in _GPU_DTYPES:
@@ -77,8 +107,12 @@ def check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k
         if offsets[-1] != total:
             raise ValueError(f"{name} ends at {offsets[-1]} but the packed tensor has {total} tokens")
         longest = max(b - a for a, b in zip(offsets, offsets[1:], strict=False))
-        if not isinstance(max_len, int) or max_len < longest:
-            raise ValueError(f"max_seqlen for {name} must be an int >= the longest sequence ({longest}), got {max_len}")
+        arg = "max_seqlen_q" if name == "cu_seqlens_q" else "max_seqlen_k"
+        # At most the packed total: the grid has max_seqlen / BLOCK_M programs per sequence and head, and a bound
+        # far above the longest sequence launches (and in the interpreter runs) programs that do nothing.
+        if isinstance(max_len, bool) or not isinstance(max_len, int) or not longest <= max_len <= max(total, 1):
+            raise ValueError(f"{arg} must be an int from the longest sequence of {name} ({longest}) to its packed "
+                             f"total ({total} tokens), got {max_len!r}")
         lens[name] = len(offsets)
     if lens["cu_seqlens_q"] != lens["cu_seqlens_k"]:
         raise ValueError(

@@ -8,7 +8,8 @@ Both wrap `raytune_attn.api` (so a None config goes through the runtime's tuned-
 have fake (meta) implementations: the output has q's shape, dtype and device. A config crosses the op boundary
 as a list of ints in `config.KNOBS` order (-1: not set; bools as 0/1), built by `encode_config`; the Python
 wrappers `attention(...)` / `varlen_attention(...)` here take the same arguments as `raytune_attn.api`.
-Forward only: no autograd formula is registered.
+Forward only: called with inputs that need a gradient (grad mode on), both ops raise `inputs.ForwardOnlyError` (the
+autograd formula registered for them refuses before the kernel runs: there is no backward pass).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import torch
 from torch import Tensor
 
 from raytune_attn.config import KNOBS
+from raytune_attn.inputs import check_forward_only
 
 _KNOB_NAMES = tuple(KNOBS)
 
@@ -58,6 +60,18 @@ def _attention_fake(q, k, v, causal, softmax_scale, config):
     return torch.empty_like(q, memory_format=torch.contiguous_format)
 
 
+def _refuse_grad(ctx, inputs, output) -> None:
+    """Autograd's setup, called (under no_grad) only when an input needs a gradient: refused, naming it."""
+    check_forward_only(*inputs[:3], grad_mode=True)
+
+
+def _no_backward(ctx, grad):
+    raise AssertionError("unreachable: _refuse_grad refuses every input that needs a gradient")
+
+
+_attention.register_autograd(_no_backward, setup_context=_refuse_grad)
+
+
 @torch.library.custom_op("raytune_attn::varlen_attention", mutates_args=())
 def _varlen_attention(
     q: Tensor,
@@ -81,6 +95,9 @@ def _varlen_attention(
 def _varlen_attention_fake(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, causal, softmax_scale,
                            config):
     return torch.empty_like(q, memory_format=torch.contiguous_format)
+
+
+_varlen_attention.register_autograd(_no_backward, setup_context=_refuse_grad)
 
 
 def attention(q: Tensor, k: Tensor, v: Tensor, *, causal: bool = False, softmax_scale: float | None = None,

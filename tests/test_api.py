@@ -79,3 +79,44 @@ def test_tma_alignment_rule():
 
 def test_isinstance_error_is_value_error():
     assert issubclass(ra.InvalidConfig, ValueError)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_on_every_device_matches_sdpa(dtype):
+    # On the CPU the interpreter has no bfloat16 (NumPy): the API computes it in float32 and casts back.
+    q, k, v = (torch.randn(1, 4, 33, 32, device=DEVICE).to(dtype) for _ in range(3))
+    ref = sdpa64(q, k[:, :2], v[:, :2], is_causal=True, enable_gqa=True)
+    out, lse = ra.attention(q, k[:, :2], v[:, :2], causal=True, return_lse=True)
+    assert out.dtype == dtype and out.shape == q.shape and lse.dtype == torch.float32
+    assert rel_err(out, ref) < tolerance(dtype, DEVICE)
+    cu = torch.tensor([0, 20, 33], dtype=torch.int32, device=DEVICE)
+    packed = [t[0].transpose(0, 1).contiguous() for t in (q, k, v)]  # (33, 4, 32): two sequences of 20 and 13
+    out = ra.varlen_attention(*packed, cu, cu, 20, 20)
+    ref = torch.cat([sdpa64(*(t[a:b].transpose(0, 1)[None] for t in packed))[0].transpose(0, 1)
+                     for a, b in ((0, 20), (20, 33))])
+    assert out.dtype == dtype and rel_err(out, ref) < tolerance(dtype, DEVICE)
+
+
+def test_inputs_that_need_grad_are_refused_as_forward_only():
+    from raytune_attn import ops
+    from raytune_attn.inputs import ForwardOnlyError
+
+    q, k = rand(1, 2, 20, 32), rand(1, 2, 20, 32)
+    cu = torch.tensor([0, 20], dtype=torch.int32, device=DEVICE)
+    calls = {
+        "attention": lambda a, b: ra.attention(a, b, b),
+        "varlen": lambda a, b: ra.varlen_attention(a[0].transpose(0, 1), b[0].transpose(0, 1),
+                                                   b[0].transpose(0, 1), cu, cu, 20, 20),
+        "op": lambda a, b: ops.attention(a, b, b),
+        "varlen op": lambda a, b: ops.varlen_attention(a[0].transpose(0, 1), b[0].transpose(0, 1),
+                                                       b[0].transpose(0, 1), cu, cu, 20, 20),
+    }
+    for name, call in calls.items():
+        with pytest.raises(ForwardOnlyError, match="q requires grad, but raytune-attn's kernels are forward-only"):
+            call(q.clone().requires_grad_(), k)
+        with pytest.raises(ForwardOnlyError, match="k and v require grad"):
+            call(q, k.clone().requires_grad_())
+        with torch.no_grad():  # inference on parameters that need grad elsewhere: allowed
+            out = call(q.clone().requires_grad_(), k)
+        ref = call(q, k)
+        assert not out.requires_grad and torch.equal(out, ref), name

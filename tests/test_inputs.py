@@ -71,3 +71,32 @@ def test_varlen_bad_offsets(cu_q, cu_k, max_q, match):
 def test_varlen_wrong_rank():
     with pytest.raises(ValueError, match="3 dimensions"):
         ra.varlen_attention(t(1, 8, 4, 32), t(8, 4, 32), t(8, 4, 32), _cu([8]), _cu([8]), 8, 8)
+
+
+@pytest.mark.parametrize(("q", "k", "match"), [
+    (t(1, 0, 8, 32), t(1, 0, 8, 32), r"q has 0 heads \(shape \(1, 0, 8, 32\)"),
+    (t(1, 4, 8, 32), t(1, 0, 8, 32), r"k has 0 heads"),
+])
+def test_zero_heads_are_a_value_error(q, k, match):
+    with pytest.raises(ValueError, match=match):
+        ra.attention(q, k, k)
+    with pytest.raises(ValueError, match=match):
+        ra.attention(q, k, k, config={"BLOCK_M": 16})
+    packed = [x[0].transpose(0, 1) for x in (q, k)]
+    with pytest.raises(ValueError, match=match.replace(r"\(1, 0, 8, 32\)", r"\(8, 0, 32\)")):
+        ra.varlen_attention(packed[0], packed[1], packed[1], _cu([3, 5]), _cu([3, 5]), 5, 5)
+
+
+@pytest.mark.parametrize(("max_q", "words"), [
+    (True, "max_seqlen_q must be an int from the longest sequence of cu_seqlens_q (5) to its packed total (8 "
+           "tokens), got True"),
+    (9, "got 9"),  # beyond the packed total: a grid of programs that do nothing
+    (10**12, "got 1000000000000"),
+    (5.0, "got 5.0"),
+])
+def test_varlen_max_seqlen_bounds(max_q, words):
+    q = t(8, 4, 32)
+    with pytest.raises(ValueError) as e:
+        ra.varlen_attention(q, q, q, _cu([3, 5]), _cu([3, 5]), max_q, 5)
+    assert words in str(e.value)
+    assert ra.varlen_attention(q, q, q, _cu([3, 5]), _cu([3, 5]), 8, 5).shape == q.shape  # the total: allowed
