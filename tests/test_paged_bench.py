@@ -2,14 +2,17 @@
 the Parquet it writes has one row per benchmark row, every column, and each method's output within tolerance of
 an independent float64 attention computed here from the same seeded batch."""
 
+import json
 import math
 
 import pandas as pd
 import pytest
 import torch
+import triton
 
 from benchmarks import paged_bench, paged_rows
 from benchmarks.paged_batch import make_batch, reference
+from raytune_attn import artifact, runtime
 
 
 def _float64_attention(row, batch):
@@ -55,9 +58,30 @@ def test_tiny_mode_writes_checked_rows(tmp_path):
     assert (tmp_path / "paged_bench.txt").read_text().count("\n") == len(rows) + 2
 
 
+def test_tuned_artifact_config_is_timed_beside_the_default(tmp_path):
+    """--configs: a row in a tuned entry's bucket runs (and is checked) with that entry's config; the others say
+    they have none."""
+    key = "paged-n3q1k100-bs16-hq4-hkv2-d16-float32-seed0"  # the bucket of decode-b3-k100
+    cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "NUM_SEGMENTS": 2, "num_warps": 2, "num_stages": 1}
+    entry = {"accelerator_type": "CPU", "arch": "interpreter", "vendor": "cpu", "problem_key": key, "config": cfg,
+             "tflops": 1.0, "n_trials": 1, "triton_version": triton.__version__}
+    path = artifact.write(artifact.assemble([entry]), tmp_path / "best_configs.json")
+    try:
+        argv = ["--tiny", "--rows", "decode-b1-k40,decode-b3-k100", "--configs", str(path), "--out", str(tmp_path)]
+        assert paged_bench.main(argv) == 0
+    finally:
+        runtime.clear_configs()
+    df = pd.read_parquet(tmp_path / "paged_bench.parquet").set_index("row")
+    tuned = df.loc["decode-b3-k100"]
+    assert tuned["tuned_source"] == "bucket:" + key
+    assert json.loads(tuned["tuned_config"]) == cfg and json.loads(tuned["paged_config"]) != cfg
+    assert tuned["tuned_ok"] and tuned["tuned_err"] <= paged_bench.TOLERANCE["float32"]
+    assert df.loc["decode-b1-k40", "tuned_source"].startswith("default (no tuned entry")
+
+
 def test_rows_filter_and_bad_pattern(tmp_path, capsys):
-    assert paged_bench.main(["--tiny", "--rows", "mixed-*", "--out", str(tmp_path)]) == 0
-    assert list(pd.read_parquet(tmp_path / "paged_bench.parquet")["row"]) == ["mixed-p2-d3"]
+    assert paged_bench.main(["--tiny", "--rows", "*-b1-*", "--out", str(tmp_path)]) == 0
+    assert list(pd.read_parquet(tmp_path / "paged_bench.parquet")["row"]) == ["decode-b1-k40"]
     assert paged_bench.main(["--tiny", "--rows", "nothing-*", "--out", str(tmp_path)]) == 2
     assert "matches no row" in capsys.readouterr().err
 
