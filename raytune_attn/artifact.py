@@ -22,6 +22,11 @@ Layout (schema_version 1)::
 One entry per (accelerator type, problem key): its winner as `raytune_attn.tune.winners` picks it (this core module
 only lays the artifact out, checks and reads it; it never imports the tuner). Canonical JSON is
 `json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)` in UTF-8.
+
+An entry may declare `"triton_compatible": ">=3.4,<3.6"` (comparisons of release numbers joined by commas): the
+Triton versions it may run on besides its own `triton_version` (`triton_matches`). Several artifacts are merged by
+`merge`: per (accelerator type, problem key) the entry of the artifact with the newest `created` wins, equal
+`created` the file whose path sorts first.
 """
 
 from __future__ import annotations
@@ -30,7 +35,9 @@ import datetime as _dt
 import hashlib
 import json
 import math
+import operator
 import os
+import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -129,8 +136,8 @@ def load(path: str | os.PathLike) -> dict[str, Any]:
         raise FileNotFoundError(f"no best-configs artifact at {path}") from None
     try:
         art = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise ArtifactError(f"{path}: not a JSON best-configs artifact ({e})") from None
+    except (ValueError, RecursionError, MemoryError) as e:  # bad UTF-8 or JSON, a 5000-digit number, deep nesting
+        raise ArtifactError(f"{path}: not a JSON best-configs artifact ({type(e).__name__}: {e})") from None
     validate(art, source=str(path))
     for e in art["entries"]:
         e["config"] = _current(e["config"])
@@ -165,8 +172,8 @@ def validate(art: Any, *, source: str = "<artifact>") -> None:
         raise ArtifactError(f"{source}: unknown key(s) {unknown}")
     try:
         want = checksum(art)
-    except (TypeError, ValueError) as e:
-        raise ArtifactError(f"{source}: content cannot be canonicalised ({e})") from None
+    except (TypeError, ValueError, RecursionError) as e:
+        raise ArtifactError(f"{source}: content cannot be canonicalised ({type(e).__name__}: {e})") from None
     if art["checksum"] != want:
         raise ArtifactError(f"{source}: checksum mismatch (file says {art['checksum']}, content is {want}): "
                             "the file was modified or corrupted")
@@ -174,6 +181,7 @@ def validate(art: Any, *, source: str = "<artifact>") -> None:
         raise ArtifactError(f"{source}: entries must be a list")
     if not isinstance(art["provenance"], dict):
         raise ArtifactError(f"{source}: provenance must be an object")
+    created_at(art, source=source)
     seen = set()
     for i, e in enumerate(art["entries"]):
         where = f"{source}: entries[{i}]"
@@ -184,6 +192,14 @@ def validate(art: Any, *, source: str = "<artifact>") -> None:
                 raise ArtifactError(f"{where}: missing {k!r}")
             if not isinstance(e[k], t) or isinstance(e[k], bool):
                 raise ArtifactError(f"{where}: {k!r} has the wrong type ({type(e[k]).__name__})")
+        for k in (*ENTRY_PROVENANCE, "triton_compatible"):
+            if k in e and not isinstance(e[k], str):
+                raise ArtifactError(f"{where}: {k!r} must be a string, got {type(e[k]).__name__}")
+        if e.get("triton_compatible"):
+            try:
+                _specifiers(e["triton_compatible"])
+            except ValueError as err:
+                raise ArtifactError(f"{where}: triton_compatible: {err}") from None
         try:
             problem = Problem.from_key(e["problem_key"])
         except ValueError as err:
@@ -197,6 +213,66 @@ def validate(art: Any, *, source: str = "<artifact>") -> None:
         if k in seen:
             raise ArtifactError(f"{where}: duplicate entry for {k}")
         seen.add(k)
+
+
+def created_at(art: Mapping[str, Any], *, source: str = "<artifact>") -> _dt.datetime:
+    """The artifact's `created` time (ISO 8601; without a zone: UTC); ArtifactError if it is not one."""
+    try:
+        t = _dt.datetime.fromisoformat(art["created"])
+    except (TypeError, ValueError):
+        raise ArtifactError(f"{source}: created must be an ISO 8601 time, got {art['created']!r}") from None
+    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def merge(loaded: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """One artifact of several validated ones, given as (path, artifact): per (accelerator type, problem key) the
+    entry of the newest `created` wins, equal `created` the path that sorts first. The result is assembled afresh
+    (its own checksum; `created` the newest)."""
+    if len(loaded) == 1:
+        return loaded[0][1]
+    order = sorted(loaded, key=lambda item: (-created_at(item[1], source=item[0]).timestamp(), item[0]))
+    entries: dict[tuple, dict] = {}
+    for _, art in order:
+        for e in art["entries"]:
+            entries.setdefault((e["accelerator_type"], e["problem_key"]), e)
+    return assemble(list(entries.values()), created=order[0][1]["created"])
+
+
+_SPEC = re.compile(r"\s*(>=|<=|==|!=|<|>)\s*(\d+(?:\.\d+)*)\s*")
+_COMPARE = {">=": operator.ge, "<=": operator.le, "==": operator.eq, "!=": operator.ne, "<": operator.lt,
+            ">": operator.gt}
+
+
+def _release(version: str) -> tuple[int, ...] | None:
+    """(3, 4, 0) of "3.4.0", "3.4.0+git1234" or "3.4.0rc1"; None for "" and strings that start with no number."""
+    m = re.match(r"\d+(?:\.\d+)*", version.strip())
+    return tuple(int(x) for x in m.group().split(".")) if m else None
+
+
+def _specifiers(spec: str) -> list[tuple[str, tuple[int, ...]]]:
+    out = []
+    for part in spec.split(","):
+        m = _SPEC.fullmatch(part)
+        if not m:
+            raise ValueError(f"{part.strip()!r} in {spec!r} is not a comparison such as '>=3.4' or '<3.6.1'")
+        out.append((m.group(1), tuple(int(x) for x in m.group(2).split("."))))
+    return out
+
+
+def _pad(a: tuple[int, ...], n: int) -> tuple[int, ...]:
+    return a + (0,) * (n - len(a))
+
+
+def triton_matches(entry: Mapping[str, Any], running: str) -> bool:
+    """Whether the entry may run on Triton `running`: its `triton_version` is the same full version, or its
+    `triton_compatible` range holds `running`. An empty version matches nothing."""
+    own = (entry.get("triton_version") or "").strip()
+    if own and own == running.strip():
+        return True
+    here, spec = _release(running), entry.get("triton_compatible") or ""
+    if here is None or not spec:
+        return False
+    return all(_COMPARE[op](_pad(here, len(here) + len(v)), _pad(v, len(here) + len(v))) for op, v in _specifiers(spec))
 
 
 def summary(art: Mapping[str, Any]) -> str:

@@ -4,18 +4,22 @@
 Loading
     `load_configs(path_or_uri)` loads and validates an artifact (`raytune_attn.artifact`) and makes it the active
     table of the process. Without an explicit call, the first config lookup loads the path or URI in the
-    environment variable `RAYTUNE_ATTN_CONFIGS` (read once). A path may be the JSON file or a directory holding
-    `best_configs.json`; `file://` URIs are paths; `runs:/<run_id>/<path>`, `models:/...` and
-    `mlflow-artifacts:/...` URIs are downloaded through MLflow. A corrupt, tampered or wrong-schema artifact
-    raises `ArtifactError` naming the file and the problem.
+    environment variable `RAYTUNE_ATTN_CONFIGS` (read once). A path may be the JSON file or a directory: every
+    `best_configs.json` under it is loaded and they are merged by (accelerator type, problem key), the entry of the
+    newest `created` winning, equal `created` the path that sorts first (`artifact.merge`). `file://` URIs are
+    paths; `runs:/<run_id>/<path>`, `models:/...` and `mlflow-artifacts:/...` URIs are downloaded through MLflow.
+    A corrupt, tampered, malformed or wrong-schema artifact raises `ArtifactError` naming the file and the problem.
 
 Which entries apply (decided once, at load)
     The device is detected once at load (`device.detect()` on the current device) and cached. An entry applies
-    when its accelerator type AND arch equal the device's, and its Triton major version equals the running
-    Triton's. If the artifact has entries but none apply, or some entries for this device were tuned with
-    another Triton major version, a `RuntimeWarning` is issued once per (artifact, reason) and those entries are
-    ignored (the default config is used instead): an artifact from another GPU, arch or Triton major version is
-    never used silently.
+    when its accelerator type AND arch equal the device's, its Triton version equals the running Triton's full
+    version (or the running one is in the entry's declared `triton_compatible` range; an empty version matches
+    nothing), and its kernel_source_hash equals this kernel's (`provenance.kernel_source_hash()`): a config
+    measured on another GPU, compiler or kernel is not known to be valid or fast here. The dtype is part of the
+    lookup key: an entry never serves a call of another dtype. If some entries do not apply, ONE `RuntimeWarning`
+    per artifact names it and what differs (how many entries for each reason) and those entries are ignored: the
+    default config is used where no other entry serves the call. The torch version is not compared: the kernel is
+    Triton's code, torch only hands it the tensors.
 
 Lookup order for a call (`select_config`)
     1. exact: the entry whose problem key equals the call's (kind, batch, hq, hkv, seqlen_q, seqlen_k, head_dim,
@@ -81,10 +85,6 @@ def _shape_key(p: Problem) -> tuple:
     return (p.batch, p.hq, p.hkv, p.seqlen_q, p.seqlen_k, p.head_dim, p.causal, p.dtype, p.varlen)
 
 
-def _major(version: str) -> str:
-    return str(version).split(".", 1)[0]
-
-
 def _warn_once(table_id: str, reason: str, message: str) -> None:
     if (table_id, reason) in _warned:
         return
@@ -92,7 +92,8 @@ def _warn_once(table_id: str, reason: str, message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def _resolve(path_or_uri: str | os.PathLike) -> Path:
+def _resolve(path_or_uri: str | os.PathLike) -> list[Path]:
+    """The artifact files a path or URI names: the file, or every best_configs.json under a directory."""
     s = os.fspath(path_or_uri)
     if s.startswith(MLFLOW_SCHEMES):
         from raytune_attn.tune.tracking import download_artifact  # the one module that imports mlflow
@@ -102,43 +103,67 @@ def _resolve(path_or_uri: str | os.PathLike) -> Path:
         local = Path(s[len("file://"):])
     else:
         local = Path(s)
-    if local.is_dir():
-        found = sorted(local.rglob(_artifact.ARTIFACT_FILENAME))
-        if not found:
-            raise FileNotFoundError(f"no {_artifact.ARTIFACT_FILENAME} in {s}")
-        local = found[0]
-    return local
+    if not local.is_dir():
+        return [local]
+    found = sorted(local.rglob(_artifact.ARTIFACT_FILENAME))
+    if not found:
+        raise FileNotFoundError(f"no {_artifact.ARTIFACT_FILENAME} in {s}")
+    return found
 
 
-def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str = "<artifact>") -> ConfigTable:
-    """Index a validated artifact for `device` (a DeviceInfo); warns once per reason about ignored entries."""
+def _why_not(e: dict, device: Any, triton_version: str, kernel_hash: str) -> str | None:
+    """Why an entry does not apply here ("device", "triton", "kernel"), or None when it does."""
+    if e["accelerator_type"] != device.accelerator_type or e["arch"] != device.arch:
+        return "device"
+    if not _artifact.triton_matches(e, triton_version):
+        return "triton"
+    if not e.get("kernel_source_hash") or e["kernel_source_hash"] != kernel_hash:
+        return "kernel"
+    return None
+
+
+def _differences(ignored: dict[str, list[dict]], device: Any, triton_version: str, kernel_hash: str) -> list[str]:
+    """What differs, one phrase per reason, for the warning."""
+    out = []
+    if ignored.get("device"):
+        tuned_on = sorted({f"{e['accelerator_type']} ({e['arch']})" for e in ignored["device"]})
+        out.append(f"{len(ignored['device'])} tuned on {', '.join(tuned_on)}, not on this "
+                   f"{device.accelerator_type} ({device.arch})")
+    if ignored.get("triton"):
+        versions = sorted({e.get("triton_version") or "an unrecorded version" for e in ignored["triton"]})
+        out.append(f"{len(ignored['triton'])} tuned with Triton {', '.join(versions)}, this process runs Triton "
+                   f"{triton_version}")
+    if ignored.get("kernel"):
+        hashes = sorted({(e.get("kernel_source_hash") or "none")[:12] for e in ignored["kernel"]})
+        out.append(f"{len(ignored['kernel'])} measured with another kernel source (kernel_source_hash "
+                   f"{', '.join(hashes)}; this kernel's is {kernel_hash[:12]})")
+    return out
+
+
+def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str = "<artifact>",
+          kernel_hash: str | None = None) -> ConfigTable:
+    """Index a validated artifact for `device` (a DeviceInfo), Triton `triton_version` and the kernel source of
+    `kernel_hash` (default: this installation's); one warning per artifact about the entries that do not apply."""
+    from raytune_attn.provenance import kernel_source_hash
+
+    kernel_hash = kernel_source_hash() if kernel_hash is None else kernel_hash
     table = ConfigTable(source=source, artifact=art, device=device, triton_version=triton_version)
     entries = art["entries"]
-    here = [e for e in entries if e["accelerator_type"] == device.accelerator_type and e["arch"] == device.arch]
-    tid = art["checksum"]
-    if entries and not here:
-        tuned_on = sorted({f"{e['accelerator_type']} ({e['arch']})" for e in entries})
-        table.ignored["device"] = len(entries)
-        _warn_once(tid, "device", (
-            f"raytune-attn: configs in {source} were tuned on {', '.join(tuned_on)}, not on this "
-            f"{device.accelerator_type} ({device.arch}); using the default configs"
-        ))
-    else:
-        table.ignored["device"] = len(entries) - len(here)
+    ignored: dict[str, list[dict]] = {}
     usable = []
-    other_triton = set()
-    for e in here:
-        tv = e.get("triton_version") or ""
-        if tv and _major(tv) != _major(triton_version):
-            other_triton.add(tv)
-        else:
+    for e in entries:
+        why = _why_not(e, device, triton_version, kernel_hash)
+        if why is None:
             usable.append(e)
-    if other_triton:
-        table.ignored["triton"] = len(here) - len(usable)
-        _warn_once(tid, "triton", (
-            f"raytune-attn: {len(here) - len(usable)} config(s) in {source} for {device.accelerator_type} were tuned "
-            f"with Triton {', '.join(sorted(other_triton))}, this process runs Triton {triton_version} (another "
-            f"major version); those are ignored and the default configs used instead"
+        else:
+            ignored.setdefault(why, []).append(e)
+    table.ignored = {why: len(es) for why, es in ignored.items()}
+    if ignored:
+        n = sum(table.ignored.values())
+        _warn_once(art["checksum"], "ignored", (
+            f"raytune-attn: {n} of {len(entries)} config(s) in {source} do not apply here and are ignored (default "
+            f"configs where no other entry serves a call): "
+            + "; ".join(_differences(ignored, device, triton_version, kernel_hash))
         ))
     vendor = device.vendor
     for e in usable:
@@ -160,15 +185,16 @@ def load_configs(path_or_uri: str | os.PathLike | None = None, *, device_info: A
         path_or_uri = os.environ.get(ENV_VAR)
         if not path_or_uri:
             raise ValueError(f"load_configs: no path given and ${ENV_VAR} is not set")
-    local = _resolve(path_or_uri)
-    art = _artifact.load(local)
+    paths = _resolve(path_or_uri)
+    art = _artifact.merge([(str(p), _artifact.load(p)) for p in paths])
+    source = str(paths[0]) if len(paths) == 1 else f"{len(paths)} artifacts merged ({', '.join(map(str, paths))})"
     if device_info is None:
         from raytune_attn.device import detect
 
         device_info = detect()
     import triton
 
-    table = index(art, device_info, triton.__version__, source=str(local))
+    table = index(art, device_info, triton.__version__, source=source)
     with _lock:
         _table = table
         _env_checked = True

@@ -135,3 +135,72 @@ def test_configs_from_before_run_20_load_with_the_eight_warp_warp_specialization
     assert loaded["entries"][0]["config"] == {**legacy, "WARP_SPECIALIZE": False}
     with pytest.raises(InvalidConfig, match="WARP_SPECIALIZE needs USE_TMA"):
         validate_config(legacy)
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    ("[" * 100_000 + "]" * 100_000, "RecursionError"),
+    ('{"schema_version": 1, "entries": [' + "9" * 5000 + "]}", "ValueError"),
+    ('{"schema_version": 1, "created": NaN}', "missing key(s)"),  # Python's json reads NaN: the checks refuse it
+    (b"\xff\xfe{}", "UnicodeDecodeError"),
+])
+def test_any_malformed_json_is_an_artifact_error_naming_the_file(tmp_path, text, words):
+    p = tmp_path / "odd.json"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(artifact.ArtifactError) as e:
+        artifact.load(p)
+    assert str(e.value).startswith(f"{p}: ") and words in str(e.value)
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    ({"created": "yesterday"}, "created must be an ISO 8601 time, got 'yesterday'"),
+    ({"entry": {"triton_version": 3.4}}, "entries[0]: 'triton_version' must be a string, got float"),
+    ({"entry": {"triton_compatible": ">=3.4,~=3.5"}},
+     "entries[0]: triton_compatible: '~=3.5' in '>=3.4,~=3.5' is not a comparison"),
+])
+def test_bad_fields_are_artifact_errors(results_file, tmp_path, change, words):
+    art = winners.build_artifact(results.read_trials(results_file))
+    art.update({k: v for k, v in change.items() if k != "entry"})
+    art["entries"][0].update(change.get("entry", {}))
+    art["checksum"] = artifact.checksum(art)
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(art))
+    with pytest.raises(artifact.ArtifactError) as e:
+        artifact.load(p)
+    assert str(e.value).startswith(f"{p}: ") and words in str(e.value)
+
+
+@pytest.mark.parametrize(("entry", "running", "applies"), [
+    ({"triton_version": "3.4.0"}, "3.4.0", True),
+    ({"triton_version": "3.4.0"}, "3.4.1", False),  # the full version, not the major
+    ({"triton_version": "3.0.0"}, "3.9.0", False),
+    ({"triton_version": ""}, "3.4.0", False),  # unrecorded: matches nothing
+    ({}, "3.4.0", False),
+    ({"triton_version": "3.4.0", "triton_compatible": ">=3.4, <3.6"}, "3.5.2", True),
+    ({"triton_version": "3.4.0", "triton_compatible": ">=3.4,<3.6"}, "3.6.0", False),
+    ({"triton_version": "3.4.0", "triton_compatible": ">=3.4,<3.6"}, "3.5.0+git1a2b", True),
+    ({"triton_version": "", "triton_compatible": "==3.5"}, "3.5.0", True),
+    ({"triton_version": "3.4.0", "triton_compatible": ">3.4,!=3.5.1"}, "3.5.1", False),
+])
+def test_triton_matches(entry, running, applies):
+    assert artifact.triton_matches(entry, running) is applies
+
+
+def test_merge_newest_created_wins_per_key_ties_by_path(results_file):
+    art = winners.build_artifact(results.read_trials(results_file))
+    keys = [(e["accelerator_type"], e["problem_key"]) for e in art["entries"]]
+
+    def variant(created, block_m, drop=()):
+        entries = [dict(e, config=dict(e["config"], BLOCK_M=block_m)) for e in art["entries"]
+                   if (e["accelerator_type"], e["problem_key"]) not in drop]
+        return artifact.assemble(entries, created=created)
+
+    old = variant("2025-01-01T00:00:00+00:00", 16)
+    new = variant("2025-06-01T00:00:00+02:00", 32, drop=keys[:1])  # lacks the first key: the old entry stays
+    merged = artifact.merge([("a.json", old), ("b.json", new)])
+    artifact.validate(merged)
+    got = {(e["accelerator_type"], e["problem_key"]): e["config"]["BLOCK_M"] for e in merged["entries"]}
+    assert got == {keys[0]: 16, **{k: 32 for k in keys[1:]}}
+    assert merged["created"] == new["created"]
+    tie = variant(old["created"], 64)
+    for pair, want in ([("a.json", old), ("b.json", tie)], 16), ([("b.json", old), ("a.json", tie)], 64):
+        assert {e["config"]["BLOCK_M"] for e in artifact.merge(pair)["entries"]} == {want}

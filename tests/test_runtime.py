@@ -116,22 +116,83 @@ def test_same_gpu_other_arch_is_not_used(tmp_path):
         assert runtime.load_configs(path).n_usable == 0
 
 
-def test_other_triton_major_warns_once_and_falls_back(tmp_path):
-    major = int(triton.__version__.split(".")[0])
-    old = f"{major - 1}.6.0"
-    path = make_artifact(tmp_path, triton_versions={E1: old, E2: old})
+def edited(path, name, change):
+    """A copy of the artifact at `path`, written as `name` beside it after `change(doc)` (checksum redone)."""
+    doc = json.loads(path.read_text())
+    change(doc)
+    doc.pop("checksum")
+    return artifact.write(doc, path.parent / name)
+
+
+def warnings_of(fn):
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        t = runtime.load_configs(path)
-        runtime.load_configs(path)
-    msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
-    assert len(msgs) == 1 and f"Triton {old}" in msgs[0]
-    assert t.ignored["triton"] == 2 and t.n_usable == 3
+        out = fn()
+    return out, [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
+
+
+def test_another_triton_version_or_none_is_not_used(tmp_path):
+    major = triton.__version__.split(".")[0]
+    minor = f"{major}.999.0"  # the same major version: still another compiler
+    path = make_artifact(tmp_path, triton_versions={E1: minor, E2: ""})
+    t, msgs = warnings_of(lambda: (runtime.load_configs(path), runtime.load_configs(path))[0])
+    assert len(msgs) == 1, msgs
+    assert msgs[0].startswith(f"raytune-attn: 2 of 5 config(s) in {path} do not apply here")
+    running = triton.__version__
+    assert f"2 tuned with Triton {minor}, an unrecorded version, this process runs Triton {running}" in msgs[0]
+    assert t.ignored == {"triton": 2} and t.n_usable == 3
     assert look(E1)[1] == f"nearest:{E3.key}"  # E1 and E2 dropped: only the varlen bucket is left
-    same_major = make_artifact(tmp_path, name="minor.json", triton_versions={E1: f"{major}.999.0"})
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        assert runtime.load_configs(same_major).n_usable == 5
+
+    def declare(doc):  # the entry declares the running Triton compatible
+        for e in doc["entries"]:
+            e["triton_compatible"] = f">={major}.0,<{int(major) + 1}"
+
+    ranged = edited(path, "ranged.json", declare)
+    t, msgs = warnings_of(lambda: runtime.load_configs(ranged))
+    assert not msgs and t.n_usable == 5 and look(E1) == (full(E1), f"exact:{E1.key}")
+
+
+def test_another_kernel_source_is_not_used(tmp_path):
+    path = make_artifact(tmp_path, dict(provenance.collect(HERE), kernel_source_hash="ab" * 32))
+    t, msgs = warnings_of(lambda: runtime.load_configs(path))
+    here = provenance.kernel_source_hash()
+    assert msgs == [f"raytune-attn: 5 of 5 config(s) in {path} do not apply here and are ignored (default configs "
+                    f"where no other entry serves a call): 5 measured with another kernel source "
+                    f"(kernel_source_hash {'ab' * 6}; this kernel's is {here[:12]})"]
+    assert t.n_usable == 0 and look(E1) == (default_config(64), "default")
+
+
+def test_one_warning_names_every_difference(tmp_path):
+    def mix(doc):
+        doc["entries"][0]["arch"] = "sm80" if HERE.arch != "sm80" else "sm90"
+        doc["entries"][1]["triton_version"] = "3.0.0"
+        doc["entries"][2]["kernel_source_hash"] = ""
+
+    path = edited(make_artifact(tmp_path), "mixed.json", mix)
+    t, msgs = warnings_of(lambda: runtime.load_configs(path))
+    assert len(msgs) == 1 and "3 of 5 config(s) in" in msgs[0] and str(path) in msgs[0]
+    for words in ("1 tuned on", "1 tuned with Triton 3.0.0", "1 measured with another kernel source"):
+        assert words in msgs[0]
+    assert t.ignored == {"device": 1, "triton": 1, "kernel": 1} and t.n_usable == 2
+
+
+def test_a_directory_of_artifacts_is_merged_newest_first(tmp_path):
+    base = make_artifact(tmp_path)
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    bigger = {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 1, "SPLIT_MASK": False}
+
+    def newer(doc):
+        doc["created"] = "2999-01-01T00:00:00+00:00"
+        doc["entries"] = [dict(e, config=bigger) for e in doc["entries"] if e["problem_key"] == E4.key]
+
+    edited(base, "old/best_configs.json", lambda doc: doc.update(created="2000-01-01T00:00:00+00:00"))
+    edited(base, "new/best_configs.json", newer)
+    base.unlink()
+    t = runtime.load_configs(tmp_path)
+    assert t.n_usable == 5 and t.source.startswith("2 artifacts merged (")
+    assert look(E4) == (validate_config(bigger, head_dim=32, vendor=HERE.vendor), f"exact:{E4.key}")
+    assert look(E1) == (full(E1), f"exact:{E1.key}")  # only in the older artifact: kept
 
 
 def test_environment_variable(tmp_path, monkeypatch):
