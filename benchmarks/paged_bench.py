@@ -206,7 +206,7 @@ class Bench:
         from benchmarks.paged_batch import max_error
 
         runner.fn()
-        err = max_error(runner.out, ref)
+        err = max_error(runner.output(), ref)
         rec[f"{name}_err"] = err
         rec[f"{name}_ok"] = bool(err <= TOLERANCE[rec["dtype"]])
         if not self.timed:

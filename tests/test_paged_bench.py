@@ -13,6 +13,7 @@ import triton
 from benchmarks import paged_bench, paged_rows
 from benchmarks.paged_batch import make_batch, reference
 from raytune_attn import artifact, runtime
+from raytune_attn.provenance import kernel_source_hash
 
 
 def _float64_attention(row, batch):
@@ -64,7 +65,8 @@ def test_tuned_artifact_config_is_timed_beside_the_default(tmp_path):
     key = "paged-n3q1k100-bs16-hq4-hkv2-d16-float32-seed0"  # the bucket of decode-b3-k100
     cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "NUM_SEGMENTS": 2, "num_warps": 2, "num_stages": 1}
     entry = {"accelerator_type": "CPU", "arch": "interpreter", "vendor": "cpu", "problem_key": key, "config": cfg,
-             "tflops": 1.0, "n_trials": 1, "triton_version": triton.__version__}
+             "tflops": 1.0, "n_trials": 1, "triton_version": triton.__version__,
+             "kernel_source_hash": kernel_source_hash()}
     path = artifact.write(artifact.assemble([entry]), tmp_path / "best_configs.json")
     try:
         argv = ["--tiny", "--rows", "decode-b1-k40,decode-b3-k100", "--configs", str(path), "--out", str(tmp_path)]
@@ -105,3 +107,23 @@ def test_full_table_rows():
 def test_bad_arguments(argv):
     with pytest.raises(SystemExit):
         paged_bench.parse_args(argv)
+
+
+def test_flashinfer_metadata_describes_the_same_keys():
+    """FlashInfer's page description (indptr, page ids, last page fill) of any run of sequences names exactly the
+    cache rows of their keys (FlashInfer itself needs a GPU; its description is checked here)."""
+    from benchmarks.paged_baselines import _fi_metadata
+
+    row = paged_rows.tiny_rows()[-1]
+    batch = make_batch(row, "cpu")
+    bs = row.block_size
+    for seqs in (list(range(row.num_seqs)), [0, 1], [2, 3, 4]):
+        indptr, ids, last = _fi_metadata(batch, seqs)
+        rows = []
+        for i in range(len(seqs)):
+            pages = ids[indptr[i]:indptr[i + 1]].tolist()
+            n = (len(pages) - 1) * bs + int(last[i])
+            rows += [pages[j // bs] * bs + j % bs for j in range(n)]
+        start = sum(row.contexts[:seqs[0]])
+        expect = batch.token_index[start:start + sum(row.contexts[z] for z in seqs)]
+        assert rows == expect.tolist()
