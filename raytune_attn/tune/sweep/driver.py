@@ -33,6 +33,10 @@ def run(config: SweepConfig) -> dict:
     from raytune_attn.tune.tracking_uri import apply_http_env
 
     plan = make_plan(config)
+    if plan.config.resume:
+        log.info("resuming sweep %s in %s (attempt %d): %d trial(s) finished before, %d were in flight",
+                 plan.name, plan.out, plan.prior.attempt, sum(len(v) for v in plan.prior.done.values()),
+                 len(plan.prior.interrupted))
     if plan.tracking_uri is not None:
         apply_http_env()  # before Ray starts: a local cluster's workers inherit it
     make_out(plan)

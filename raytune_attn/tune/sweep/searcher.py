@@ -185,8 +185,7 @@ class SearchHost:
     @ray.method(concurrency_group="take")
     def take(self, inner_id: str, timeout_s: float = 600.0):
         """The config suggested as `inner_id`, for the trial it was handed to deferred (see the module doc). The
-        driver asked for it before handing the trial out: wait until it is made. A resumed sweep's searcher holds it
-        in flight already."""
+        driver asked for it before handing the trial out: wait until it is made (or is already)."""
         searcher = self.searcher
         cfg = searcher.config_of(inner_id) if searcher is not None else None
         if cfg is None and self._event(inner_id).wait(timeout_s):
