@@ -79,8 +79,8 @@ def parse_problems(doc, *, source: str = "<memory>") -> list[Problem]:
         where = f"{source}: problems[{i}]"
         try:
             prob = _entry(entry, defaults)
-            if isinstance(prob, Problem):  # too large to benchmark (footprint.py): refused before any allocation
-                footprint.check(prob)
+            if type(prob) is Problem:  # too large to benchmark (footprint.py): refused before any allocation.
+                footprint.check(prob)  # (A paged batch's pages and gathers are not counted there.)
         except (TypeError, ValueError) as e:
             raise ProblemSetError(f"{where}: {e}") from None
         if prob.key in seen:
