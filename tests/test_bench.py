@@ -142,3 +142,24 @@ def test_bench_command_runs_the_interpreter_without_a_gpu_by_itself(tmp_path):
     want = [q for q in bench.tiny_grid() if q.causal]
     assert sorted(df["S"]) == sorted(q.seqlen_q for q in want) and (df["tflops"] > 0).all()
     assert "Triton interpreter" in p.stdout
+
+
+def test_bench_problem_paged_on_cpu_times_the_paged_kernel():
+    from raytune_attn.problem import Problem as P
+
+    p = P.from_key("paged-n1q5k30+n2q1k17~40-bs16-hq2-hkv1-d16-float32-seed0")
+    rows = bench.bench_problem(p, [{"NUM_SEGMENTS": 2, "BLOCK_N": 16}], rep_ms=1)
+    assert [r["impl"] for r in rows] == ["raytune-attn"]  # sdpa-gathered runs on a GPU only
+    assert rows[0]["error"] == "" and rows[0]["tflops"] > 0 and rows[0]["problem_key"] == p.key
+    pairs = sum(q * k - q * (q - 1) // 2 for q, k in p.lengths())  # visible (query, key) pairs, bottom-right
+    assert math.isclose(p.flops(), 4 * 2 * 16 * pairs)
+
+
+def test_sdpa_over_gathered_kv_matches_the_reference():
+    from raytune_attn.problem import Problem as P
+    from raytune_attn.tune.measure.paged_workload import sdpa_gathered
+    from raytune_attn.tune.measure.workload import accept, make_workload, reference
+
+    w = make_workload(P.from_key("paged-n1q5k30+n2q1k17~40-bs16-hq4-hkv2-d16-float32-seed0"), device="cpu")
+    fn, packed = sdpa_gathered(w)
+    assert accept(packed(fn()), reference(w))[0]

@@ -122,3 +122,53 @@ def test_workload_validates_through_the_public_validation_only():
     w = make_workload(Problem(1, 2, 2, 16, 16, 32, False, "float16"), device=DEVICE)
     with pytest.raises(InvalidConfig, match="BLOCK_M=48"):
         w.compile({"BLOCK_M": 48})
+
+
+PAGED = "paged-n1q9k40+n2q1k17~33-bs16-hq4-hkv2-d16-{}-seed2"
+
+
+def test_paged_workload_scatters_pages_and_poisons_what_no_sequence_owns():
+    from raytune_attn.problem import Problem as P
+
+    p = P.from_key(PAGED.format(DTYPE))
+    w = make_workload(p, device=DEVICE)
+    lens = p.lengths()
+    assert w.seqused_k.tolist() == [k for _, k in lens] and w.cu_seqlens_q.tolist() == [0, 9, 10, 11]
+    owned = {int(b) for z, (_, k) in enumerate(lens) for b in w.block_table[z, : -(-k // 16)]}
+    assert len(owned) == sum(-(-k // 16) for _, k in lens) == w.k.shape[0] - 1  # one spare block
+    assert owned != set(range(len(owned)))  # scattered, not in sequence order
+    for t in (w.k, w.v):
+        spare = (set(range(t.shape[0])) - owned).pop()
+        assert t[spare].isnan().all()
+        for z, (_, k) in enumerate(lens):
+            last = int(w.block_table[z, (k - 1) // 16])
+            assert t[last, k % 16 or 16:].isnan().all() and not t[last, : k % 16 or 16].isnan().any()
+
+
+def test_paged_reference_matches_float64_and_the_kernel_is_accepted():
+    from raytune_attn.problem import Problem as P
+    from raytune_attn.tune.measure.paged_workload import gathered
+
+    w = make_workload(P.from_key(PAGED.format(DTYPE)), device=DEVICE)
+    ref = reference(w)
+    want = torch.cat([attention_reference(q[None], k[None], v[None], causal=True)[0][0].transpose(0, 1)
+                      for q, k, v in gathered(w)])
+    assert (ref.cpu().double() - want).abs().max() < 1e-4
+    for cfg in ({"NUM_SEGMENTS": 1, "BLOCK_M": 32}, {"NUM_SEGMENTS": 4, "BLOCK_N": 16}):
+        assert accept(w.check_run(cfg), ref)[0]
+    with pytest.raises(InvalidConfig, match="unknown paged knob"):
+        w.compile({"PRE_LOAD_V": True, "NUM_SEGMENTS": 1})  # a dense-kernel knob: refused before any compile
+
+
+def test_paged_compile_twin_is_a_smaller_problem_of_the_same_kind():
+    from raytune_attn.problem import Problem as P
+    from raytune_attn.tune.measure.paged_workload import compile_paged, compile_twin
+
+    p = P.from_key("paged-n4q512~2048k2048~8192+n32q1k1025~8192-bs16-hq32-hkv8-d128-bfloat16-seed0")
+    twin = compile_twin(p)
+    assert (twin.kind, twin.batch, twin.seqlen_q, twin.block_size) == ("paged", 36, 2048, 16)
+    assert max(k for q, k in twin.lengths() if q == 1) == 32  # decode rows span two pages, as the real ones do
+    w = make_workload(twin, device="cpu", random=False)  # shapes only: what a compile process builds
+    assert w.k.shape == (sum(-(-k // 16) for _, k in twin.lengths()) + 1, 16, 8, 128)
+    with pytest.raises(InvalidConfig, match="NUM_SEGMENTS=3"):
+        compile_paged(p, {"NUM_SEGMENTS": 3}, device="cpu")

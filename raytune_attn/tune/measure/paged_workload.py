@@ -9,6 +9,7 @@ fails the reference check.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass, field
 
@@ -92,6 +93,20 @@ def make_paged_workload(problem: PagedProblem, device: str | torch.device = "cud
         _poison(k, v, table, lens, spare, p.block_size)
     return PagedWorkload(p, q, k, v, table.to(dev), torch.tensor([c for _, c in lens], dtype=torch.int32,
                                                                      device=dev), cu.to(dev))
+
+
+def compile_twin(problem: PagedProblem) -> PagedProblem:
+    """A small problem that compiles to the same binaries: contexts capped at two pages (the kernel specializes on
+    whether a sequence spans one page, never on lengths), query runs kept (their longest decides whether each
+    sequence is one query tile). A compile process then holds megabytes, not the real cache's gigabytes."""
+    return dataclasses.replace(problem, seqlen_k=min(problem.seqlen_k, 2 * problem.block_size))
+
+
+def compile_paged(problem: PagedProblem, config: dict, device: str | torch.device = "cuda"):
+    """Compile and load `config`'s binaries for `problem` on `device` without launching them (a compile pool's
+    job beside a GPU that is timing); the main kernel's compiled object (None in the interpreter). Raises
+    InvalidConfig for a config the paged kernel cannot run."""
+    return make_paged_workload(compile_twin(problem), device=device, random=False).compile(config)
 
 
 def _randn_(t: torch.Tensor, g: torch.Generator) -> None:
