@@ -133,7 +133,7 @@ class Bench:
         self._write()
         self._flashinfer(rows)
         self._write()
-        print(f"\n{_table(self.records)}\n")
+        print(f"\n{_table(self.records)}\n{self._footer()}\n")
         print(f"paged_bench: {len(self.records)} rows in {time.perf_counter() - t0:.0f} s; "
               f"wrote {self.a.out / 'paged_bench.parquet'}")
         bad = [r["row"] for r in self.records if r.get("paged_ok") is False]
@@ -304,7 +304,15 @@ class Bench:
         except ImportError:
             pass
         (self.a.out / "paged_bench.json").write_text(json.dumps(meta, indent=1, default=str) + "\n")
-        (self.a.out / "paged_bench.txt").write_text(_table(self.records) + "\n")
+        (self.a.out / "paged_bench.txt").write_text(f"{_table(self.records)}\n{self._footer()}\n")
+
+    def _footer(self) -> str:
+        gpu = torch.cuda.get_device_name() if self.device == "cuda" else "cpu (Triton interpreter, no timing)"
+        copy = f"{self.copy['tb_per_s_read_plus_write']} TB/s" if self.copy else "not measured"
+        jit = f"{self.fi_jit_s:.0f} s" if self.fi_jit_s == self.fi_jit_s else "-"
+        return (f"{gpu}; device-to-device copy {copy} (read + write, {self.a.copy_gib:g} GiB); FlashInfer JIT "
+                f"{jit}; times: median ms per call, L2 flushed, CUDA-graph replays; %copy: (K + V of seqused_k + "
+                f"Q + output bytes) / time / copy bandwidth; fi/paged: FlashInfer's time over the paged kernel's")
 
 
 def _paged_fn(batch, cfg: dict):

@@ -56,7 +56,7 @@ def test_tiny_mode_writes_checked_rows(tmp_path):
         assert df[f"{method}_ok"].tolist() == [True] * len(rows), method
         assert (df[f"{method}_err"] <= paged_bench.TOLERANCE["float32"]).all(), method
     assert df["paged_ms"].isna().all()  # the interpreter's times are no GPU's: none are reported
-    assert (tmp_path / "paged_bench.txt").read_text().count("\n") == len(rows) + 2
+    assert (tmp_path / "paged_bench.txt").read_text().count("\n") == len(rows) + 3
 
 
 def test_tuned_artifact_config_is_timed_beside_the_default(tmp_path):
