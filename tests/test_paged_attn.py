@@ -157,10 +157,10 @@ def test_one_validation_judges_paged_configs_everywhere():
 
 
 @pytest.mark.skipif(not HAS_GPU, reason="CUDA graphs need a GPU")
-def test_cuda_graph_capture_and_replay():
+@pytest.mark.parametrize("config", [{"NUM_SEGMENTS": 4}, None], ids=["given", "looked-up"])
+def test_cuda_graph_capture_and_replay(config):
     q, k_cache, v_cache, meta, ks, vs = make_batch([1, 1, 1], [300, 41, 129], 8, 2, 128, 16, torch.float16)
     out = torch.empty_like(q)
-    config = {"NUM_SEGMENTS": 4}
     paged_attention(q, k_cache, v_cache, out=out, config=config, **meta)  # compile outside the capture
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
