@@ -103,7 +103,9 @@ def tune_cmd(
                                 "start a local one."),
     name: str = typer.Option(None, "--name", help="Sweep name (the MLflow experiment); default sweep-<UTC time>."),
     seed: int = typer.Option(0, "--seed", help="Searcher seed (search i of a problem set takes seed + i)."),
-    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep (needs --name or --out)."),
+    resume: bool = typer.Option(False, "--resume", help="Finish an interrupted sweep (needs --name or --out); every "
+                                "other flag comes from its sweep.json, except --address, --num-cpus, "
+                                "--compile-workers."),
     space: str = typer.Option(None, "--space", help="Search-space YAML for every accelerator type (default: "
                               "search_spaces/<vendor>/<arch>.yaml of each type)."),
     tracking_uri: str = typer.Option(None, "--tracking-uri", help="MLflow tracking URI (default "
