@@ -8,6 +8,7 @@ from raytune_attn import artifact, paged_runtime, runtime
 from raytune_attn.device import DeviceInfo
 from raytune_attn.kernels.paged_config import default_paged_config
 from raytune_attn.paged_problem import PagedProblem
+from raytune_attn.provenance import kernel_source_hash
 
 DEV = DeviceInfo("nvidia", "sm90", "NVIDIA H100 80GB HBM3", "H100", "12.4", "550")
 DECODE = "paged-n32q1k2049~4096-bs16-hq32-hkv8-d128-bfloat16-seed0"
@@ -19,7 +20,8 @@ CFG = {"DECODE": {"BLOCK_M": 16, "BLOCK_N": 32, "NUM_SEGMENTS": 4, "num_warps": 
 
 def _entry(key, config, **kw):
     return {"accelerator_type": DEV.accelerator_type, "arch": DEV.arch, "vendor": DEV.vendor, "problem_key": key,
-            "config": config, "tflops": 1.0, "n_trials": 3, "triton_version": triton.__version__, **kw}
+            "config": config, "tflops": 1.0, "n_trials": 3, "triton_version": triton.__version__,
+            "kernel_source_hash": kernel_source_hash(), **kw}
 
 
 def _load(tmp_path, entries):
@@ -69,7 +71,7 @@ def test_lookup_by_bucket_else_default(tmp_path):
 
 
 def test_entries_of_another_gpu_are_not_used(tmp_path):
-    with pytest.warns(RuntimeWarning, match="tuned on A100"):
+    with pytest.warns(RuntimeWarning, match="do not apply here"):
         _load(tmp_path, [_entry(DECODE, CFG["DECODE"], accelerator_type="A100", arch="sm80")])
     try:
         assert _call(DECODE)[1] == "default"
