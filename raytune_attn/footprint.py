@@ -12,10 +12,11 @@ What is counted (bytes of the problem's dtype unless said; tokens are batch x se
 - inputs q, k, v and two outputs (the timed one and the correctness check's NaN-filled one), the log-sum-exp
   (float32 per query row and head), varlen offsets (int32);
 - the float32 reference (`tune.measure.workload.reference`): float32 copies of q, k, v, its output, and for
-  causal with seqlen_q != seqlen_k its boolean Sq x Sk mask;
-- with `baselines`, SDPA's largest extra workspace: varlen's nested layout repeats K and V to the query heads,
-  the padded layout pads q, k, v to the longest sequence and builds a (batch, 1, S, S) additive mask; on a CPU
-  device SDPA's math backend holds the float32 score matrix (batch x heads x Sq x Sk).
+  dense causal with seqlen_q != seqlen_k its Sq x Sk mask (boolean, and the float32 form SDPA adds); on a CPU
+  device that masked call runs SDPA's math backend, which holds the float32 scores (batch x heads x Sq x Sk);
+- with `baselines` on a GPU (the benchmark times SDPA there only), SDPA's largest extra workspace: varlen's nested
+  layout repeats K and V to the query heads, the padded layout pads q, k, v to the longest sequence and builds a
+  (batch, 1, S, S) additive mask; the dense backends work in tiles.
 """
 
 from __future__ import annotations
@@ -95,17 +96,15 @@ def footprint(p: Problem, *, baselines: bool = True, device: str = "cuda") -> Fo
         parts.append(("cu_seqlens", (p.batch + 1) * 4))
     parts.append(("reference", (2 * qo + 2 * kv) * 4))
     if p.causal and p.seqlen_q != p.seqlen_k and not p.varlen:
-        parts.append(("reference mask", p.seqlen_q * p.seqlen_k))
-    if baselines:
-        parts.append(("baseline workspace", _baseline_workspace(p, es, tk, device)))
+        parts.append(("reference mask", p.seqlen_q * p.seqlen_k * (1 + 4)))
+        if device == "cpu":
+            parts.append(("reference scores", p.batch * p.hq * p.seqlen_q * p.seqlen_k * 4))
+    if baselines and device != "cpu":
+        parts.append(("baseline workspace", _baseline_workspace(p, es, tk)))
     return Footprint(tuple(parts))
 
 
-def _baseline_workspace(p: Problem, es: int, tk: int, device: str) -> int:
-    if device == "cpu":  # SDPA's math backend: the float32 score matrix, for the reference and any baseline
-        pairs = sum(s * s for s in p.seqlens()) if p.varlen and p.batch <= _DRAW_MAX_BATCH else (
-            p.batch * p.seqlen_q * p.seqlen_k)
-        return pairs * p.hq * 4
+def _baseline_workspace(p: Problem, es: int, tk: int) -> int:
     if not p.varlen:
         return 0  # the flash, cuDNN and memory-efficient backends work in tiles
     s = -(-p.seqlen_q // 16) * 16  # the padded layout's length: the longest sequence, 16-aligned

@@ -32,17 +32,21 @@ def test_inputs_outputs_and_reference_match_the_tensors_a_benchmark_builds(p):
     assert parts["reference"] == sum(t.float().nbytes for t in (w.q, w.k, w.v)) + ref.nbytes
     if p.varlen:
         assert parts["cu_seqlens"] == w.cu_seqlens.nbytes
-    else:  # causal with Sq != Sk: the reference's explicit bottom-right mask
-        assert parts["reference mask"] == torch.ones(p.seqlen_q, p.seqlen_k, dtype=torch.bool).nbytes
+    else:  # causal with Sq != Sk: the reference's explicit bottom-right mask, and the float32 form SDPA adds
+        mask = torch.ones(p.seqlen_q, p.seqlen_k, dtype=torch.bool)
+        assert parts["reference mask"] == mask.nbytes + mask.float().nbytes
 
 
-def test_baseline_workspace_on_cpu_is_the_score_matrix():
-    p = Problem(2, 3, 3, 24, 40, 32, False, "float32")
-    w = make_workload(p, device="cpu")
-    scores = w.q.float() @ w.k.float().transpose(-1, -2)
-    assert _parts(p, device="cpu")["baseline workspace"] == scores.nbytes
-    assert _parts(p)["baseline workspace"] == 0  # GPU backends work in tiles
-    assert "baseline workspace" not in _parts(p, baselines=False)
+def test_on_cpu_the_masked_reference_holds_the_score_matrix_and_no_baseline_runs():
+    w = make_workload(DENSE, device="cpu")
+    scores = w.q.float() @ w.k.float().repeat_interleave(2, dim=1).transpose(-1, -2)
+    parts = _parts(DENSE, device="cpu")
+    assert parts["reference scores"] == scores.nbytes and "baseline workspace" not in parts
+    gpu = _parts(DENSE)
+    assert gpu["baseline workspace"] == 0 and "reference scores" not in gpu  # GPU backends work in tiles
+    assert "baseline workspace" not in _parts(DENSE, baselines=False)
+    same = Problem(2, 4, 2, 40, 40, 32, True, "bfloat16")  # Sq == Sk: SDPA's is_causal, no mask, no scores held
+    assert not {"reference mask", "reference scores"} & set(_parts(same, device="cpu"))
 
 
 def test_varlen_baseline_workspace_is_the_larger_sdpa_layout():
