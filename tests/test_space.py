@@ -134,6 +134,9 @@ def _with(**changes):
         (_with(constraints=["[0] * BLOCK_M != []"]), "constraints[0]", "arithmetic on list"),
         (_with(constraints=["'%0999999999d' % BLOCK_M != ''"]), "constraints[0]", "arithmetic on str"),
         (_with(constraints=["BLOCK_M" + " + 1" * 300 + " > 0"]), "constraints[0]", "more than 1000"),
+        (_with(constraints=["BLOCK_M // (BLOCK_N - 64) < 0 or True"]), "constraints", "ZeroDivisionError"),
+        (_with(constraints=["BLOCK_N < 64 or (BLOCK_M * 2 ** 64) ** 64 > 0"]), "constraints",
+         "ExpressionBoundError: 'BLOCK_N < 64 or (BLOCK_M * 2 ** 64) ** 64 > 0': a 71-bit integer ** 64 is beyond"),
         # priors: every knob, value and name is checked at load
         (_with(start=[{"set": {"BLOCK_K": 16}}]), "start[0].set.BLOCK_K", "not a parameter"),
         (_with(start=[{"set": {"BLOCK_M": 32}}]), "start[0].set.BLOCK_M", "not one of its values"),

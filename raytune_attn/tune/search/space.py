@@ -207,8 +207,8 @@ def parse_space(doc: Any, *, source: str = "<memory>") -> SearchSpace:
             raise SpaceError(source, f"constraints[{i}]", f"{c.expr!r} fails to evaluate: {e}") from None
     try:
         configs = space.configs()
-    except ValueError as e:  # an expression past its bounds (_expr.py) on some config
-        raise SpaceError(source, "constraints", str(e)) from None
+    except Exception as e:  # noqa: BLE001 - on some config, a constraint past its bounds (_expr.py) or dividing by 0
+        raise SpaceError(source, "constraints", f"{type(e).__name__}: {e}") from None
     if not configs:
         raise SpaceError(source, "constraints", "no config satisfies all constraints")
     _check_values_usable(space, configs)
