@@ -217,3 +217,19 @@ def test_embedded_sqlite_default(tmp_path, monkeypatch):
     run = tr.client.get_run(h.run_id)
     assert run.data.metrics["best_tflops"] == 1.5 and run.info.status == "FINISHED"
     assert run.info.artifact_uri.startswith((tmp_path / "mlruns").as_uri())
+
+
+def test_end_runs_kills_running_parents_and_children_and_leaves_ended_runs(tmp_path):
+    """What a resume does to the parent runs of the driver it replaces (their children still RUNNING too: a driver
+    killed between a child's creation and its end), and to runs that had ended."""
+    tr = tracking.SweepTracker("resumed", f"sqlite:///{tmp_path / 'm.db'}")
+    killed = tr.start_search("CPU", P, {}, {})
+    child = tr.client.create_run(tr.experiment_id, tags={"mlflow.parentRunId": killed.run_id}).info.run_id
+    ended_child = tr.log_trial(killed, trial_rows(P, [1.0])[0])
+    done = tr.start_search("CPU", P2, {}, {})
+    tr.finish_search(done, None, None)
+    got = tr.end_runs([killed.run_id, done.run_id], "KILLED", reason="resumed")
+    assert sorted(got) == sorted([killed.run_id, child])
+    status = {r: tr.client.get_run(r).info.status for r in (killed.run_id, child, ended_child, done.run_id)}
+    assert status == {killed.run_id: "KILLED", child: "KILLED", ended_child: "FINISHED", done.run_id: "FINISHED"}
+    assert tr.client.get_run(killed.run_id).data.tags["end_reason"] == "resumed"

@@ -13,11 +13,13 @@ state Ray pickles. What it needs is in the output directory as data (state.py, t
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from raytune_attn.tune.sweep.state import Ledger, ResumeStateError
 
+log = logging.getLogger(__name__)
 LEDGER_NAME = "ledger.jsonl"
 INTERRUPTED = "interrupted"
 
@@ -76,9 +78,12 @@ def interrupted_rows(prior: Resume, meta: dict) -> list[dict]:
         metrics = {"status": INTERRUPTED, "rung": 0,
                    "reason": f"in flight when the sweep's driver ended (attempt {rec.get('attempt')}); its config "
                              f"was free again for attempt {prior.attempt}"}
-        rows.append(results.trial_row(rec["problem"], dict(rec.get("config") or {}), metrics,
-                                      {"accelerator_type": rec["accel"]}, trial_id=str(rec["trial_id"]),
-                                      attempt=rec.get("attempt"), **meta))
+        try:
+            rows.append(results.trial_row(rec["problem"], dict(rec.get("config") or {}), metrics,
+                                          {"accelerator_type": rec["accel"]}, trial_id=str(rec["trial_id"]),
+                                          attempt=rec.get("attempt"), **meta))
+        except (KeyError, TypeError, ValueError) as e:  # the mark is a record; the budgets come from the rows
+            log.warning("trial %s was in flight when the driver ended; not marked (%s)", rec.get("trial_id"), e)
     return rows
 
 
