@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 import time
@@ -61,8 +62,8 @@ def start(dtype_name: str, head_dim: int, backend: str, log: Path) -> tuple[subp
 
 
 def wait(handle, deadline_s: float) -> tuple[float, str | None]:
-    """(seconds the build took, None) or (seconds waited, why it failed); stops a build past `deadline_s`
-    seconds from its start."""
+    """(seconds the build took, None) or (seconds, why it failed); stops a build past `deadline_s` seconds from
+    its start. The seconds are the build's own (it reports them), not the wait's: it may have ended long before."""
     proc, t0, fh = handle
     try:
         proc.wait(timeout=max(0.0, deadline_s - (time.perf_counter() - t0)))
@@ -72,10 +73,12 @@ def wait(handle, deadline_s: float) -> tuple[float, str | None]:
         fh.close()
         return time.perf_counter() - t0, f"n/a (JIT past {deadline_s:.0f} s, stopped)"
     fh.close()
-    took = time.perf_counter() - t0
+    log = Path(fh.name).read_text(errors="replace")
+    took = re.findall(r"^flashinfer JIT: ([0-9.]+) s", log, re.M)
+    took = float(took[-1]) if took else float("nan")
     if proc.returncode != 0:
-        tail = Path(fh.name).read_text(errors="replace").strip().splitlines()[-1:] or [""]
-        return took, f"n/a (JIT failed rc={proc.returncode}: {tail[0][:160]})"
+        lines = [ln for ln in log.strip().splitlines() if not ln.startswith("flashinfer JIT: ")][-1:] or [""]
+        return took, f"n/a (JIT failed rc={proc.returncode}: {lines[0][:160]})"
     return took, None
 
 
@@ -85,11 +88,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--backend", default="fa2", choices=("fa2", "fa3"))
     a = ap.parse_args(argv)
-    os.environ.update(arch_env())
     t0 = time.perf_counter()
-    build(a.dtype, a.head_dim, a.backend)
-    print(f"flashinfer JIT built in {time.perf_counter() - t0:.1f} s "
-          f"(arch {os.environ.get('FLASHINFER_CUDA_ARCH_LIST')}, MAX_JOBS {os.environ.get('MAX_JOBS')})")
+    try:
+        os.environ.update(arch_env())
+        build(a.dtype, a.head_dim, a.backend)
+    finally:  # `wait` reads this line, a failed build's included
+        print(f"flashinfer JIT: {time.perf_counter() - t0:.1f} s (arch {os.environ.get('FLASHINFER_CUDA_ARCH_LIST')}"
+              f", MAX_JOBS {os.environ.get('MAX_JOBS')})", flush=True)
     return 0
 
 
