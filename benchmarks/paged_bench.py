@@ -21,7 +21,8 @@ kernels built by nvcc in a background process while the other methods are timed 
 columns measured last; the JIT's seconds are a column.
 
 Output: a table on stdout, DIR/paged_bench.parquet (one row per benchmark row; columns in docs/benchmarks/paged.md),
-DIR/paged_bench.json (the copy measurement, versions, arguments) and DIR/paged_bench.txt (the table).
+DIR/paged_bench.json (the copy measurement, versions, arguments) and DIR/paged_bench.txt (the table), all rewritten
+after every row.
 """
 
 from __future__ import annotations
@@ -130,7 +131,7 @@ class Bench:
         for row in rows:
             self.records.append(self._measure_row(row, tuned))
             print(_line(self.records[-1]), flush=True)
-        self._write()
+            self._write()  # after every row: a run stopped by its time limit keeps what it measured
         self._flashinfer(rows)
         self._write()
         print(f"\n{_table(self.records)}\n{self._footer()}\n")
@@ -256,6 +257,7 @@ class Bench:
             self._fi_row(row, rec, ws)
             self._free()
             print(_line(rec), flush=True)
+            self._write()
 
     def _fi_row(self, row: Row, rec: dict, ws) -> None:
         from benchmarks import paged_baselines as pb

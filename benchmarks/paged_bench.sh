@@ -9,8 +9,8 @@
 # FI_WHL (default ../.fi-whl): flashinfer_python (its csrc/ subdirectories of unrelated kernels removed, see
 # docs/benchmarks/paged.md) and apache_tvm_ffi wheels for CPython 3.12 x86_64; the machine's own torch, numpy, ninja,
 # einops, click, tqdm, tabulate, packaging, requests, nvidia-ml-py and cuda-bindings serve its other needs. Without
-# the wheels the FlashInfer columns say "n/a (not installed)". BENCH_TIMEOUT (default 345 s) bounds the benchmark;
-# the rows measured by then are in the Parquet file (it is rewritten after the first pass and after FlashInfer's).
+# the wheels the FlashInfer columns say "n/a (not installed)". BENCH_TIMEOUT (default 330 s) bounds the benchmark;
+# the rows measured by then are in the Parquet file (it is rewritten after every row).
 set -u
 FI_WHL=${FI_WHL:-../.fi-whl}
 OUT=${OUT:-/tmp/out}
@@ -35,7 +35,7 @@ fi
 echo "paged_bench.sh: wheels installed in $(( $(date +%s) - t0 )) s; nvcc: $(nvcc --version 2>/dev/null | tail -1)"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())"
 python3 -c "import flashinfer; print('flashinfer', flashinfer.__version__)" 2>&1 | tail -1
-timeout "${BENCH_TIMEOUT:-345}" python3 benchmarks/paged_bench.py --out "$OUT/paged" --fi-jit-timeout 240 "$@"
+timeout "${BENCH_TIMEOUT:-330}" python3 benchmarks/paged_bench.py --out "$OUT/paged" --fi-jit-timeout 230 "$@"
 rc=$?
 echo "paged_bench.sh: rc=$rc after $(( $(date +%s) - t0 )) s"
 exit $rc
