@@ -129,7 +129,9 @@ class Bench:
                   f"{self.copy['gpu']}", flush=True)
         tuned = self._load_tuned()
         for row in rows:
-            self.records.append(self._measure_row(row, tuned))
+            rec = _base_columns(row, self.copy)
+            self.records.append(rec)
+            self._guarded(row, rec, lambda row=row, rec=rec: self._measure_row(row, tuned, rec))
             print(_line(self.records[-1]), flush=True)
             self._write()  # after every row: a run stopped by its time limit keeps what it measured
         self._flashinfer(rows)
@@ -137,21 +139,32 @@ class Bench:
         print(f"\n{_table(self.records)}\n{self._footer()}\n")
         print(f"paged_bench: {len(self.records)} rows in {time.perf_counter() - t0:.0f} s; "
               f"wrote {self.a.out / 'paged_bench.parquet'}")
-        bad = [r["row"] for r in self.records if r.get("paged_ok") is False]
+        bad = [r["row"] for r in self.records
+               if r.get("paged_ok") is not True and not (r.get("note") or "").startswith("skipped")]
         if bad:
-            print(f"paged output off the reference on: {', '.join(bad)}", file=sys.stderr)
+            print(f"paged output off the reference, or not run, on: {', '.join(bad)}", file=sys.stderr)
         return 1 if bad else 0
+
+    def _guarded(self, row: Row, rec: dict, measure) -> None:
+        """`measure()`, which fills `rec`; when it raises (out of memory, a kernel that fails on this shape), the
+        row's note says so, what it measured before stays, and the other rows still run."""
+        try:
+            measure()
+        except Exception as e:  # noqa: BLE001 - reported in the row
+            note = f"error: {type(e).__name__}: {str(e).splitlines()[0][:200]}"
+            rec["note"] = f"{rec['note']}; {note}" if rec.get("note") else note
+            print(f"{row.name}: {note}", file=sys.stderr, flush=True)
+        self._free()  # here, not in the handler: its traceback holds the failed call's tensors until it ends
 
     # ---- one row, every method but FlashInfer ------------------------------------------------------------------
 
-    def _measure_row(self, row: Row, tuned) -> dict:
+    def _measure_row(self, row: Row, tuned, rec: dict) -> None:
         from benchmarks.paged_batch import gathered_bytes, make_batch, reference
 
-        rec = _base_columns(row, self.copy)
         free = torch.cuda.mem_get_info()[0] if self.device == "cuda" else None
         if free is not None and row.cache_bytes() + MARGIN_BYTES > free:
             rec["note"] = f"skipped: its cache needs {row.cache_bytes() / 2**30:.1f} GiB, {free / 2**30:.1f} free"
-            return rec
+            return
         batch = make_batch(row, self.device)
         ref = reference(batch)
         self.refs[row.name] = ref.cpu()
@@ -162,7 +175,6 @@ class Bench:
             self._gathered(rec, batch, ref)
         del batch, ref
         self._free()
-        return rec
 
     def _paged(self, rec: dict, batch, ref, tuned) -> None:
         from raytune_attn.kernels.paged_config import default_paged_config
@@ -251,10 +263,10 @@ class Bench:
 
         ws = tuple(torch.zeros(256 << 20, dtype=torch.uint8, device="cuda") for _ in range(2))
         for row, rec in zip(rows, self.records, strict=True):
-            if rec.get("note", "").startswith("skipped"):
+            if row.name not in self.refs:  # skipped, or failed before its reference
                 continue
             rec["fi_version"] = getattr(flashinfer, "__version__", "")
-            self._fi_row(row, rec, ws)
+            self._guarded(row, rec, lambda row=row, rec=rec: self._fi_row(row, rec, ws))
             self._free()
             print(_line(rec), flush=True)
             self._write()

@@ -127,3 +127,21 @@ def test_flashinfer_metadata_describes_the_same_keys():
         start = sum(row.contexts[:seqs[0]])
         expect = batch.token_index[start:start + sum(row.contexts[z] for z in seqs)]
         assert rows == expect.tolist()
+
+
+def test_a_failing_method_or_row_is_reported_and_the_rest_still_runs(tmp_path, monkeypatch):
+    from benchmarks import paged_baselines
+
+    def refuse(*args, **kwargs):
+        raise RuntimeError("no kernel for this shape")
+
+    monkeypatch.setattr(paged_baselines, "varlen_runner", refuse)
+    assert paged_bench.main(["--tiny", "--rows", "*-b1-*", "--out", str(tmp_path)]) == 0
+    df = pd.read_parquet(tmp_path / "paged_bench.parquet")
+    assert df["varlen_note"].tolist() == ["error: RuntimeError: no kernel for this shape"]
+    assert df["paged_ok"].tolist() == [True] and df["sdpa_ok"].tolist() == [True]
+
+    monkeypatch.setattr(paged_bench.Bench, "_paged", refuse)  # the paged kernel itself fails: the run says so
+    assert paged_bench.main(["--tiny", "--rows", "*-b1-*", "--out", str(tmp_path)]) == 1
+    df = pd.read_parquet(tmp_path / "paged_bench.parquet")
+    assert df["note"].tolist() == ["error: RuntimeError: no kernel for this shape"]
