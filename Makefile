@@ -16,13 +16,17 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install -q -e '.[test,plots]'
 	touch $@
 
-# The test suite: kernels run in the Triton interpreter when no GPU is present (tests/conftest.py).
+# The test suite: kernels run in the Triton interpreter when no GPU is present (tests/conftest.py), one pytest-xdist
+# worker per core (JOBS=0: all in one process). loadgroup keeps the tests that share a module-scoped fixture (a Ray
+# cluster, a `ray start` head) in one worker; each worker has a Ray temp dir of its own (tests/conftest.py).
+JOBS ?= auto
+XDIST = -n $(JOBS) --dist loadgroup
 test: install
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) $(PYTEST_ARGS)
 
 # The fast subset: every test not marked slow (pyproject.toml's markers).
 test-fast: install
-	$(PY) -m pytest -q -n auto --dist loadgroup -m "not slow" $(PYTEST_ARGS)
+	$(PY) -m pytest -q $(XDIST) -m "not slow" $(PYTEST_ARGS)
 
 # The main job: a sweep on the embedded local Ray cluster with its defaults (interpreter problems without a GPU).
 tune: install

@@ -8,12 +8,17 @@ how the fast set is chosen). A run whose `-m` expression does not name gpu_slow 
 out, so the GPU suite fits in one short device call; `-m gpu_slow` runs only them, `-m "gpu_slow or not gpu_slow"`
 everything (docs/gpu-tests.md).
 
-Under pytest-xdist (`make test-fast` runs `-n auto --dist loadgroup`) the test files that start Ray (a local cluster, a
-`ray start` head, a sweep) run one after another in one worker: `ray.init()` joins a cluster already running on the
-machine, so two of them side by side would share one.
+Ray and pytest-xdist (`make test` and `make test-fast` run `-n auto --dist loadgroup`): every test process gets a Ray
+temp dir of its own (RAY_TMPDIR). A plain `ray.init()` joins the cluster named in `<temp dir>/ray/ray_current_cluster`,
+which `ray.cluster_utils.Cluster` writes; with one shared /tmp/ray a test in one worker (or in another pytest on the
+machine) joined a cluster another had started, and refused its num_cpus ("When connecting to an existing cluster,
+num_cpus and num_gpus must not be provided"). A module whose tests share a module-scoped fixture (a Ray cluster, a
+`ray start` head, a tracking server) runs whole in one worker, so that fixture starts once.
 """
 
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -24,18 +29,30 @@ if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 DEVICE = "cuda" if HAS_GPU else "cpu"
-_RAY_FILES = {"test_cli.py", "test_deploy.py", "test_doctor_ray_private.py", "test_pipeline_submit.py",
-              "test_sweep_cluster.py", "test_sweep_simulated.py", "test_sweep_tracking_host.py", "test_sweep_units.py",
-              "test_tracking.py", "test_bench.py"}
+
+# Short (Ray's socket paths under it must fit in 107 bytes), and removed when the session ends.
+_RAY_TMPDIR = tempfile.mkdtemp(prefix="rt", dir="/tmp")
+os.environ["RAY_TMPDIR"] = _RAY_TMPDIR
 
 
+def _shares_module_fixture(item) -> bool:
+    info = getattr(item, "_fixtureinfo", None)
+    defs = info.name2fixturedefs.values() if info is not None else ()
+    return any(d.scope in ("module", "package", "session") and d.baseid for ds in defs for d in ds)
+
+
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if Path(str(item.fspath)).name in _RAY_FILES:
-            item.add_marker(pytest.mark.xdist_group("ray"))
+        if _shares_module_fixture(item):
+            item.add_marker(pytest.mark.xdist_group(Path(str(item.fspath)).stem))
     if "gpu_slow" in config.option.markexpr:  # the caller chose them with -m (`-m "not slow"` does not)
         return
     slow = [item for item in items if item.get_closest_marker("gpu_slow")]
     if slow:
         config.hook.pytest_deselected(items=slow)
         items[:] = [item for item in items if not item.get_closest_marker("gpu_slow")]
+
+
+def pytest_unconfigure(config):
+    shutil.rmtree(_RAY_TMPDIR, ignore_errors=True)

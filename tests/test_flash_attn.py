@@ -6,7 +6,9 @@ Every output is poisoned with NaN before the call, so an element the kernel neve
 On a GPU nearly all the time goes to compiling (a config, head dim, mask, dtype and layout each make a binary), so
 there each parametrized test runs a fast set chosen to hold every pair of its factors' values (every knob value
 with each other knob's values, with both masks and both dtypes) and marks the other cases `gpu_slow`: left out of
-a plain run, run with `-m gpu_slow` (conftest.py, docs/gpu-tests.md). In the interpreter every case runs.
+a plain run, run with `-m gpu_slow` (conftest.py, docs/gpu-tests.md). In the interpreter every case runs in the
+full suite; the cases outside the fast set (chosen the same way from the interpreter's configs and dtype) are
+marked `slow` there, so `make test-fast` runs the fast set.
 """
 
 import itertools
@@ -42,8 +44,8 @@ def pairwise_cover(cases: list[tuple]) -> set[tuple]:
 
 
 def _case(*values, fast: bool, id: str):  # noqa: A002 - named as pytest.param names it
-    """A parametrized case; on a GPU one outside the fast set is marked gpu_slow."""
-    return pytest.param(*values, id=id, marks=() if fast or not HAS_GPU else pytest.mark.gpu_slow)
+    """A parametrized case; one outside the fast set is marked gpu_slow on a GPU, slow in the interpreter."""
+    return pytest.param(*values, id=id, marks=() if fast else pytest.mark.gpu_slow if HAS_GPU else pytest.mark.slow)
 
 
 def _knob_id(cfg: dict) -> str:
