@@ -186,15 +186,17 @@ def _fi_metadata(batch: PagedBatch, seqs: list[int]):
 
 
 def fi_decode_runner(batch: PagedBatch, workspace: torch.Tensor, seqs: list[int] | None = None,
-                     out: torch.Tensor | None = None) -> Runner:
-    """`BatchDecodeWithPagedKVCacheWrapper` (NHD, the cache's own layout) over decode rows `seqs` (default: all)."""
+                     out: torch.Tensor | None = None, tensor_cores: bool = False) -> Runner:
+    """`BatchDecodeWithPagedKVCacheWrapper` (NHD, the cache's own layout) over decode rows `seqs` (default: all):
+    its CUDA-core decode kernel, or with `tensor_cores` its prefill kernels (FlashInfer's advice for GQA groups of
+    4 and more; fa2, the module the mixed rows build too)."""
     import flashinfer
 
     row = batch.row
     seqs = list(range(row.num_seqs)) if seqs is None else seqs
     indptr, ids, last = _fi_metadata(batch, seqs)
     dtype = getattr(torch, row.dtype)
-    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD")
+    w = flashinfer.BatchDecodeWithPagedKVCacheWrapper(workspace, "NHD", use_tensor_cores=tensor_cores)
     w.plan(indptr, ids, last, row.hq, row.hkv, row.head_dim, row.block_size, pos_encoding_mode="NONE",
            q_data_type=dtype, kv_data_type=dtype)
     first = _offsets(row.q_lens)[seqs[0]]
@@ -208,7 +210,8 @@ def fi_decode_runner(batch: PagedBatch, workspace: torch.Tensor, seqs: list[int]
         w.run(q, (batch.k_cache, batch.v_cache), out=dst)
 
     fn()
-    return Runner(fn, out, "decode " + str(getattr(w, "resolved_backend", "")))
+    kind = "tensor cores" if tensor_cores else "cuda cores"
+    return Runner(fn, out, f"decode {kind} {getattr(w, 'resolved_backend', '')}".strip())
 
 
 def fi_prefill_runner(batch: PagedBatch, workspace: torch.Tensor, backend: str, seqs: list[int] | None = None,
