@@ -173,7 +173,8 @@ def space_compile_cmd(
 @app.command("replay")
 def replay_cmd(
     landscape: str = typer.Option(..., "--landscape", help="Parquet file: one row per config (or per trial)."),
-    searcher: list[str] = typer.Option(None, "--searcher", help="gp, random or grid (repeatable; default gp, random)."),
+    searcher: list[str] = typer.Option(None, "--searcher", help="gp, random, grid or tpe (Optuna; repeatable; "
+                                       "default gp, random)."),
     budget: int = typer.Option(40, "--budget", help="Evaluations per run."),
     seeds: int = typer.Option(10, "--seeds", help="Runs per searcher (seeds S..S+N-1)."),
     seed_start: int = typer.Option(0, "--seed-start", help="First seed S (another set of runs: e.g. 10)."),
@@ -187,6 +188,8 @@ def replay_cmd(
                                       "the whole table, ignoring --select (its cold build)."),
     no_priors: bool = typer.Option(False, "--no-priors", help="The GP without the space file's start, moves and "
                                    "coupled pairs: the candidate set only."),
+    noise: float = typer.Option(0.0, "--noise", help="Run-to-run spread told to the searchers, e.g. 0.02: values "
+                                "times exp(0.02 z), seeded; 98% is judged on the true values."),
 ):
     """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best, and the
     compile seconds spent."""
@@ -195,7 +198,8 @@ def replay_cmd(
     print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, seed_start=seed_start,
                          objective=objective,
                          params=params or [], select=select or [], concurrency=concurrency, json_out=json_out,
-                         gp_options=gp_option or [], cold_compile=cold_compile, no_priors=no_priors))
+                         gp_options=gp_option or [], cold_compile=cold_compile, no_priors=no_priors,
+                         noise=noise))
     if json_out:
         print(f"wrote {json_out}")
 

@@ -18,12 +18,13 @@ if TYPE_CHECKING:
 
 _SEARCHERS = {"gp": ("raytune_attn.tune.search.gp", "GPSearcher"),
               "random": ("raytune_attn.tune.search.baselines", "RandomSearcher"),
-              "grid": ("raytune_attn.tune.search.baselines", "GridSearcher")}
+              "grid": ("raytune_attn.tune.search.baselines", "GridSearcher"),
+              "tpe": ("raytune_attn.tune.search.baselines", "TPESearcher")}  # needs optuna (the tpe extra)
 SEARCHERS = tuple(_SEARCHERS)  # the names make_searcher takes
 
 
 def searcher_class(name: str) -> type[DiscreteSearcher]:
-    """The searcher class of `name` ("gp", "random" or "grid"), imported now."""
+    """The searcher class of `name` ("gp", "random", "grid" or "tpe"), imported now."""
     import importlib
 
     if name not in _SEARCHERS:
@@ -43,10 +44,10 @@ def make_searcher(
     problem: Problem | Mapping[str, Any] | None = None,
     **options: Any,
 ) -> DiscreteSearcher:
-    """A searcher by name ("gp", "random" or "grid") for `problem` (a Problem, a mapping of some of its fields, or
-    None: the GP's priors read it, the baselines ignore it); `prefilter` (e.g. `raytune_attn.validation.Screen`)
-    drops candidates that cannot run; `options` go to its constructor (for gp: n_initial, warm_start, priors,
-    cost_aware)."""
+    """A searcher by name ("gp", "random", "grid" or "tpe") for `problem` (a Problem, a mapping of some of its
+    fields, or None: the GP's priors read it, the baselines ignore it); `prefilter` (e.g.
+    `raytune_attn.validation.Screen`) drops candidates that cannot run; `options` go to its constructor (for gp:
+    n_initial, warm_start, priors, cost_aware; for tpe: n_startup)."""
     return searcher_class(name)(space, metric=metric, mode=mode, seed=seed, prefilter=prefilter, problem=problem,
                                 **options)
 

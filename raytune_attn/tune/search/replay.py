@@ -11,10 +11,15 @@ config's compile counts once, failed configs included. A run that never reaches 
 compile seconds there, a lower bound like budget + 1 evaluations.
 With `concurrency` > 1, the searcher is asked for that many configs before any of them is told (a batch of
 parallel trials), as Ray Tune does with concurrent trials.
+With `noise` > 0, each run measures every config once with run-to-run noise: its value times exp(noise * z), z a
+standard normal drawn per config and run from the run's seed (the same noisy table for every searcher of a seed).
+The searcher sees the noisy values; the trace, and so "reaches 98% of the best", uses the true values of the
+configs measured so far: a sweep's final re-measure of its best configs picks the true best among them.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import json
 import math
@@ -25,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from raytune_attn.tune.search import make_searcher
+from raytune_attn.tune.search import make_searcher, searcher_class
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import Landscape, load_landscape
@@ -50,8 +55,18 @@ class Run:
         return float(sum(self.compile_s[: self.evals_to(target, len(self.trace))]))
 
 
-def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, *, concurrency: int = 1) -> Run:
-    """Drive one searcher for `budget` evaluations on the landscape; return the best-so-far trace."""
+def noise_factors(landscape: Landscape, noise: float, seed: int) -> dict[tuple, float]:
+    """Each config's multiplicative measurement noise in the run of `seed`: exp(noise * z), z standard normal."""
+    if not 0 <= noise < 0.5:
+        raise ValueError(f"--noise is a relative spread in [0, 0.5), got {noise}")
+    z = np.random.default_rng([seed, 0x6E6F]).standard_normal(len(landscape.values))
+    return dict(zip(landscape.values, np.exp(noise * z).tolist(), strict=True))
+
+
+def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, *, concurrency: int = 1,
+                 noise: Mapping[tuple, float] | None = None) -> Run:
+    """Drive one searcher for `budget` evaluations on the landscape; return the best-so-far trace (true values).
+    `noise`: config key -> factor on the value the searcher is told (noise_factors)."""
     best, trace, configs, compile_s, built = -math.inf, [], [], [], set()
     n = 0
     while n < budget:
@@ -69,7 +84,8 @@ def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, 
             secs = 0.0 if key in built else landscape.compile_seconds(cfg)  # a second build is a cache load
             built.add(key)
             if np.isfinite(v):
-                searcher.on_trial_complete(tid, {landscape.objective: v, "status": "ok", "compile_s": secs,
+                told = v * noise[key] if noise else v
+                searcher.on_trial_complete(tid, {landscape.objective: told, "status": "ok", "compile_s": secs,
                                                  "config": cfg})  # fmt: skip
                 best = max(best, v)
             else:
@@ -90,6 +106,7 @@ def replay(
     seed_start: int = 0,
     concurrency: int = 1,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    noise: float = 0.0,
 ) -> dict[str, dict]:
     """Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...}, "best_at_budget": {"median"},
     "compile_s_to_98": {"median", "max"}, "compile_s_total": {"median", "max"}}."""
@@ -97,6 +114,7 @@ def replay(
         raise ValueError("--budget and --seeds must be at least 1")
     if seed_start < 0:
         raise ValueError("--seed-start must be at least 0")
+    noise_factors(landscape, noise, 0)  # a bad --noise is refused before any run
     best = landscape.best
     out = {}
     for name in searchers:
@@ -105,7 +123,8 @@ def replay(
             opts = dict((options or {}).get(name, {}))
             opts.setdefault("problem", landscape.problem or None)  # the GP's priors read it, as in a sweep
             s = make_searcher(name, landscape.space, metric=landscape.objective, seed=seed, **opts)
-            runs.append(run_searcher(s, landscape, budget, concurrency=concurrency))
+            factors = noise_factors(landscape, noise, seed) if noise else None
+            runs.append(run_searcher(s, landscape, budget, concurrency=concurrency, noise=factors))
         summary: dict[str, Any] = {}
         for p in THRESHOLDS:
             evals = [r.evals_to(p * best, budget) for r in runs]
@@ -152,9 +171,10 @@ def replay_command(
     gp_options: Sequence[str] = (),
     cold_compile: bool = False,
     no_priors: bool = False,
+    noise: float = 0.0,
 ) -> str:
     """What `raytune-attn replay` runs; returns the printed table. `no_priors`: the GP without the space's priors
-    (start, moves, coupled pairs), as `--gp-option priors=false`."""
+    (start, moves, coupled pairs), as `--gp-option priors=false`; `noise`: see the module docstring."""
     sel = {}
     for item in select:
         col, sep, val = item.partition("=")
@@ -181,8 +201,12 @@ def replay_command(
     land = load_landscape(landscape, objective=objective, params=list(params or ()) or None, select=sel,
                           cold_compile=cold_compile)  # fmt: skip
     names = list(searchers) or ["gp", "random"]
+    for name in names:
+        searcher_class(name)  # an unknown name is refused before any run, and so is tpe without Optuna
+        if name == "tpe" and importlib.util.find_spec("optuna") is None:
+            raise ValueError("--searcher tpe needs Optuna: pip install 'raytune-attn[tpe]'")
     summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
-                     options={"gp": opts})  # fmt: skip
+                     options={"gp": opts}, noise=noise)  # fmt: skip
     if json_out:
         Path(json_out).write_text(json.dumps(summary, indent=2) + "\n")
     return format_table(summary, land)
