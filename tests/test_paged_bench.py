@@ -1,6 +1,6 @@
 """benchmarks/paged_bench.py in its --tiny mode (the Triton interpreter on a CPU: correctness only, no timing):
-the Parquet it writes has one row per benchmark row, every column, and each method's output within tolerance of
-an independent float64 attention computed here from the same seeded batch."""
+the Parquet it writes has one row per benchmark row and every column, and each method's output is within tolerance
+of the benchmark's float32 reference, itself checked here against a float64 attention written independently."""
 
 import json
 import math
