@@ -85,10 +85,11 @@ def test_a_stale_lock_of_a_dead_process_here_is_taken_over_and_another_hosts_is_
 _TRACK = textwrap.dedent("""
     import sys
     from raytune_attn.tune.tracking import SweepTracker
+    print("ready", flush=True)
+    sys.stdin.readline()
     t = SweepTracker(sys.argv[1], sys.argv[2])
     h = t.start_search("CPU", "dense-b1-hq2-hkv2-sq64-sk64-d32-causal-float32", {}, {})
-    for i in range(2):
-        t.log_trial(h, {"trial_id": f"t{i}", "status": "ok", "tflops": 1.0})
+    t.log_trial(h, {"trial_id": "t0", "status": "ok", "tflops": 1.0})
     t.finish_search(h, None, {})
     print(h.run_id)
 """)
@@ -96,19 +97,24 @@ _TRACK = textwrap.dedent("""
 
 def test_two_sweeps_opening_one_new_sqlite_store_at_once_both_log(tmp_path):
     """MLflow migrates a new SQLite store's schema when it opens it; two processes doing that at once failed with
-    only SQLAlchemy's link. Opening is serialized, so both work."""
+    only SQLAlchemy's link. Opening is serialized, so both work. This process and another open it together."""
     import mlflow
 
+    from raytune_attn.tune.tracking import SweepTracker
+
     store = f"sqlite:///{tmp_path / 'm.db'}"
-    procs = [subprocess.Popen([sys.executable, "-c", _TRACK, name, store], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for name in ("a", "b")]
-    outs = [p.communicate(timeout=300) for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], [e[-2000:] for _, e in outs]
+    proc = subprocess.Popen([sys.executable, "-c", _TRACK, "a", store], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "ready"
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    here = SweepTracker("b", store)
+    h = here.start_search("CPU", "dense-b1-hq2-hkv2-sq64-sk64-d32-causal-float32", {}, {})
+    out, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err[-2000:]
     client = mlflow.MlflowClient(store)
-    for name, (run_id, _) in zip(("a", "b"), outs, strict=True):
-        exp = client.get_experiment_by_name(name)
-        runs = client.search_runs([exp.experiment_id])
-        assert len(runs) == 3 and client.get_run(run_id.strip()).info.status == "FINISHED"
+    assert client.get_run(out.strip()).info.status == "FINISHED" and client.get_run(h.run_id).info.status == "RUNNING"
+    assert len(client.search_runs([client.get_experiment_by_name("a").experiment_id])) == 2
 
 
 def test_a_store_error_is_said_in_words_not_by_sqlalchemys_link():

@@ -80,9 +80,10 @@ def apply_http_env() -> None:
         os.environ.setdefault(k, v)
 
 
-def probe_server(uri: str, timeout_s: float = PROBE_TIMEOUT_S) -> None:
+def probe_server(uri: str, timeout_s: float | None = None) -> None:
     """For a tracking server (http/https): ValueError naming `uri` unless it answers an HTTP request (any status)
-    within `timeout_s`; a database or file store is left to MLflow."""
+    within `timeout_s` (default `PROBE_TIMEOUT_S`); a database or file store is left to MLflow."""
+    timeout_s = PROBE_TIMEOUT_S if timeout_s is None else timeout_s
     parsed = urlparse(uri)
     scheme = parsed.scheme.lower()
     if scheme not in ("http", "https"):
