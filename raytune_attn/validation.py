@@ -16,8 +16,8 @@ artifact. Every refusal is an `InvalidConfig` naming the reason.
   `Screen` judge it by these rules, `prepare` (the dense and varlen kernel's) refuses it.
 
 The shared-memory model is the kernel's (`raytune_attn.kernels.resources`, a lower bound that never refuses a
-config that compiles); on top of it, one K tile and one V tile, the operands of the two matmuls, are counted
-whatever the pipelining.
+config that compiles, calibrated against the compiler's own figure: docs/cross-compile.md); on an architecture it
+does not model, one K tile and one V tile, the operands of the two matmuls, are counted.
 """
 
 from __future__ import annotations
@@ -51,14 +51,15 @@ def _arch_vendor(arch: str) -> str:
 
 def shared_memory_need(config: Mapping[str, Any], arch: str, *, head_dim: int, dtype_bytes: int = 2) -> int:
     """Bytes of shared memory `config` needs at least on `arch` (an architecture name such as "sm90"): the kernel's
-    lower bound where `kernels.resources` models the architecture, and never less than one K and one V tile."""
+    lower bound where `kernels.resources` models the architecture, else one K and one V tile. (Not both where it
+    is modelled: on AMD one stage keeps a single K or V tile, 64 KB for 256 x 256 at D=128, which fits.)"""
     from raytune_attn.kernels import resources  # with its model, only when a limit is to be checked
 
     kv = 2 * config["BLOCK_N"] * resources.block_d(head_dim) * dtype_bytes
     model = resources.ARCHS.get(arch)
     if model is None:
         return kv
-    return max(kv, resources.smem_lower_bound(config, model, head_dim=head_dim, dtype_bytes=dtype_bytes))
+    return resources.smem_lower_bound(config, model, head_dim=head_dim, dtype_bytes=dtype_bytes)
 
 
 def fits(config: Mapping[str, Any], arch: str, limit: int | None, *, head_dim: int, dtype_bytes: int = 2) -> None:

@@ -46,3 +46,40 @@ def test_compile_actor_closes_busy_workers_in_one_shared_grace_period():
     comp.close(grace_s=0.5)
     assert time.monotonic() - t0 < 2.0  # one after another: at least 6 x 0.5 s
     assert not any(p.is_alive() for p in procs)
+
+
+def _cache_entries(cache_dir) -> set[str]:
+    return {p.name for p in cache_dir.iterdir()}
+
+
+@pytest.mark.slow
+def test_pool_compiles_for_a_named_target_the_binary_the_launcher_launches(tmp_path, monkeypatch):
+    """A CPU-only node warms the cache for another node's GPU: the pool compiles for "cuda:80" the binary of the
+    real problem (keys in whole 128-key blocks, where a shrunken twin had a ragged one), with the resources the
+    cross-compiler reads from that binary, into the shared cache, where the cross-compiler's compile of the same
+    launch then finds it (no new entry); a config whose shared memory cannot fit is refused before compiling."""
+    from raytune_attn.tune.measure import cross_compile as cc
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    problem = Problem(batch=2, hq=4, hkv=4, seqlen_q=4096, seqlen_k=4096, head_dim=32, causal=False)
+    config = {"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 1}
+    too_big = {"BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 8, "num_stages": 8}
+    with CompilePool(1, timeout_s=1800, target="cuda:80") as pool:
+        ok, big = list(pool.compile(problem, [config, too_big]))
+    assert big.status == "invalid" and "shared memory" in big.reason
+    assert ok.status == "ok", ok.reason
+    warmed = _cache_entries(tmp_path)
+    full = cc.validate_config(config, head_dim=problem.head_dim, vendor="nvidia")
+    [row] = cc.cross_compile(_one_config_space(config), "cuda:80", [problem], workers=1, timeout_s=1800)
+    assert row["status"] == "compiled" and _cache_entries(tmp_path) == warmed
+    assert (ok.shared_bytes, ok.n_regs) == (row["shared_bytes"], row["registers"])
+    assert ok.n_spills == row["local_bytes"] // 4
+    _, _, kwargs = cc.launch_spec(problem, full, "cuda")
+    assert kwargs["EVEN_K"] == (problem.seqlen_k % config["BLOCK_N"] == 0)
+
+
+def _one_config_space(config: dict):
+    from raytune_attn.tune.search.space import parse_space
+
+    return parse_space({"schema_version": 1, "vendor": "nvidia", "arch": "sm80",
+                        "parameters": {k: [v] for k, v in config.items()}}, source="one-config")

@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 import torch
 
+from raytune_attn import validation
 from raytune_attn.config import InvalidConfig, validate_config
 from raytune_attn.kernels import flash_attn as fa
 from raytune_attn.kernels.resources import ARCHS, smem_lower_bound
@@ -36,14 +37,20 @@ def test_bad_target_space_problems_and_sample_are_one_line_errors(tmp_path, caps
         assert err.startswith("error: ") and err.count("\n") == 1, err
 
 
-def test_refusals_carry_the_validation_reason_and_compile_nothing(capsys):
-    space = _space("nvidia", "sm90", {"BLOCK_M": [64], "BLOCK_N": [32], "num_warps": [4], "num_stages": [3],
-                                      "WARP_SPECIALIZE": [True]})
-    with pytest.raises(InvalidConfig) as ref:
-        validate_config(space.configs()[0], head_dim=SMALL.head_dim, vendor="nvidia")
-    rows = cc.cross_compile(space, "cuda:90", [SMALL])
-    assert [(r["status"], r["message"]) for r in rows] == [("refused", str(ref.value))]
-    assert cc.summarize(rows)["refused"] == 1
+def test_refusals_carry_the_validation_reason_and_compile_nothing():
+    """A config the knob rules refuse is a 'refused' row with their reason; one the validation refuses on the
+    target's architecture alone (shared memory) is still compiled, its reason beside it."""
+    refused = {"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4, "num_stages": 3, "WARP_SPECIALIZE": True}
+    too_big = {"BLOCK_M": 256, "BLOCK_N": 256, "num_warps": 8, "num_stages": 4}
+    with pytest.raises(InvalidConfig) as knob_rule:
+        validate_config(refused, head_dim=SMALL.head_dim, vendor="nvidia")
+    with pytest.raises(InvalidConfig) as smem:
+        validation.check(too_big, head_dim=SMALL.head_dim, arch="sm90", dtype=SMALL.dtype)
+    jobs = cc.plan_jobs([refused, too_big], [SMALL], cc.parse_target("cuda:90"))
+    assert [(j.refused, j.prefilter_reason) for j in jobs] == [(str(knob_rule.value), None), (None, str(smem.value))]
+    full = validate_config(too_big, head_dim=SMALL.head_dim, vendor="nvidia")
+    assert jobs[1].estimate == validation.shared_memory_need(full, "sm90", head_dim=SMALL.head_dim)
+    assert jobs[1].full_config == full and jobs[0].full_config is None
 
 
 def test_sample_is_seeded_and_in_space_order():
@@ -56,8 +63,9 @@ def test_sample_is_seeded_and_in_space_order():
 
 @pytest.mark.parametrize("problem", [SMALL, Problem(batch=3, hq=4, hkv=4, seqlen_q=96, seqlen_k=96, head_dim=48,
                                                     causal=False, dtype="float16", varlen=True)])
-@pytest.mark.parametrize("knobs", [{"BLOCK_M": 32, "BLOCK_N": 64}, {"BLOCK_M": 64, "BLOCK_N": 32, "PERSISTENT": True,
-                                                                   "REVERSE_M": True, "maxnreg": 128}])
+@pytest.mark.parametrize("knobs", [{"BLOCK_M": 32, "BLOCK_N": 64}, {"BLOCK_M": 128, "BLOCK_N": 128},
+                                   {"BLOCK_M": 64, "BLOCK_N": 32, "PERSISTENT": True, "REVERSE_M": True,
+                                    "maxnreg": 128}])
 def test_launch_spec_matches_the_launcher(problem, knobs, monkeypatch):
     """The arguments `launch_spec` builds without tensors are those `flash_attn_fwd` launches with."""
     config = validate_config(knobs, head_dim=problem.head_dim, vendor="nvidia")

@@ -4,11 +4,16 @@ Compiling a config takes ~1 s and sometimes tens of seconds, timing it ~0.1 s: a
 configs idles most of the time. Worker processes (one per CPU core by default) compile configs without
 launching them, so they never disturb timings on the GPU; the benchmarking process then finds each binary in
 the shared TRITON_CACHE_DIR. A compile over the time limit is killed with its worker and reported invalid.
+
+What a worker compiles is the binary the launcher launches on the real problem (`cross_compile.compile_kernel`:
+the launcher's own arguments on shape-only tensors, no memory), so the cache entry is the one the GPU looks up,
+whatever the problem's size. It compiles for this node's GPU, or for a `target` named by the cluster (a
+cross_compile target such as "cuda:90" or "hip:gfx942"): a CPU-only node then warms the cache for GPU workers of
+that kind. Without a GPU and a target, the interpreter compiles nothing and a worker only validates.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import multiprocessing as mp
 import os
 import time
@@ -42,15 +47,6 @@ class CompileResult:
     shared_bytes: int | None = None
 
 
-def compile_twin(problem: Problem) -> Problem:
-    """A small problem that compiles to the same binary: Triton specializes on dtypes, constexprs and integer
-    arguments' divisibility by 16 (strides: multiples of heads x head dim, whatever the lengths), never on the
-    sequence lengths (`do_not_specialize`) or the grid. Real Llama-prefill inputs are GBs; fifteen compile
-    processes each holding one would not fit the GPU. Lengths 64 (not 1, nor 16: distinct sizes keep any
-    specialization on them the same as the real, larger ones')."""
-    return dataclasses.replace(problem, seqlen_q=min(problem.seqlen_q, 64), seqlen_k=min(problem.seqlen_k, 64))
-
-
 def specialization(problem: Problem, config: dict) -> tuple:
     """What Triton compiles a distinct binary for: the config and the problem's compile-time constants (head dim,
     causal, varlen, dtype, grouped heads); sequence lengths, batch and head counts are run-time arguments."""
@@ -64,56 +60,104 @@ def specialization(problem: Problem, config: dict) -> tuple:
 COMPILE_NICE = 10
 
 
-def _worker(conn, device: str):
+def _worker(conn, device: str, target_name: str | None):
     # Runs in a spawned process: imports torch/triton once, then compiles whatever it is sent.
     os.nice(COMPILE_NICE)
-    from raytune_attn.config import InvalidConfig
-    from raytune_attn.tune.measure.workload import make_workload
+    if target_name is not None:
+        os.environ.pop("TRITON_INTERPRET", None)  # before Triton loads: the interpreter compiles nothing
+    import warnings
 
-    if device == "cuda":
-        import torch
+    warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
+    target = None
+    if target_name is not None or device != "cpu":
+        from raytune_attn.tune.measure import cross_compile
 
-        torch.empty(1, device=device)  # the CUDA context now, while the pool starts, not at the first compile
+        if target_name is not None:
+            target = cross_compile.parse_target(target_name)
+        else:
+            import torch
 
-    workloads: dict[str, object] = {}
+            torch.empty(1, device=device)  # the CUDA context now, while the pool starts, not at the first compile
+            target = cross_compile.local_target(torch.cuda.current_device())
     while True:
         msg = conn.recv()
         if msg is None:
             return
         problem_dict, config = msg
-        problem = compile_twin(Problem.from_dict(problem_dict))
-        t0 = time.perf_counter()
-        try:
-            w = workloads.get(problem.key)
-            if w is None:
-                workloads.clear()
-                w = workloads[problem.key] = make_workload(problem, device=device, random=False)
-            kernel = w.compile(config)
-            meta = getattr(kernel, "metadata", None)
-            res = ("ok", "", time.perf_counter() - t0, getattr(kernel, "n_regs", None),
-                   getattr(kernel, "n_spills", None), getattr(meta, "shared", None))
-        except InvalidConfig as e:
-            res = ("invalid", str(e), time.perf_counter() - t0, None, None, None)
-        except Exception as e:  # a compiler crash or bug: the config is unusable, the pool goes on
-            res = ("error", f"{type(e).__name__}: {e}", time.perf_counter() - t0, None, None, None)
-        conn.send(res)
+        conn.send(_compile(Problem.from_dict(problem_dict), config, target, load=target_name is None))
+
+
+def _compile(problem: Problem, config: dict, target, load: bool) -> tuple:
+    """(status, reason, seconds, registers, spills, shared bytes) of one compile. On a GPU (`target`): the binary
+    the launcher launches for `problem` (cross_compile.compile_kernel, no tensors), loaded where `load` (this
+    node's GPU: load-time limits surface, and the driver counts registers) or read from its metadata (a target
+    named for other nodes). `target` None: the interpreter, which compiles nothing; the launcher validates."""
+    from raytune_attn.config import InvalidConfig
+
+    t0 = time.perf_counter()
+    try:
+        if target is None:
+            from raytune_attn.tune.measure.workload import make_workload
+
+            make_workload(problem, device="cpu", random=False).compile(config)
+            return "ok", "", time.perf_counter() - t0, None, None, None
+        return _compile_for(problem, config, target, load, t0)
+    except InvalidConfig as e:
+        return "invalid", str(e), time.perf_counter() - t0, None, None, None
+    except Exception as e:  # a compiler crash or bug: the config is unusable, the pool goes on
+        return "error", f"{type(e).__name__}: {e}", time.perf_counter() - t0, None, None, None
+
+
+def _compile_for(problem: Problem, config: dict, target, load: bool, t0: float) -> tuple:
+    import subprocess
+
+    import triton
+
+    from raytune_attn import validation
+    from raytune_attn.config import InvalidConfig
+    from raytune_attn.tune.measure import cross_compile
+
+    cfg = validation.check(config, head_dim=problem.head_dim, vendor=target.vendor, arch=target.prefilter_arch,
+                           dtype=problem.dtype)
+    try:
+        compiled = cross_compile.compile_kernel(target, problem, cfg)
+        overflow = cross_compile.out_of_shared_memory(int(compiled.metadata.shared), target)
+        if overflow:
+            raise InvalidConfig(f"out of resources: {overflow}")
+        if load:
+            compiled._init_handles()  # as the launcher's first call would: load-time limits surface here
+            regs, spills = compiled.n_regs, compiled.n_spills
+        else:
+            res = cross_compile.binary_resources(compiled, target)
+            regs = res["registers"]
+            spills = res.get("vgpr_spills") if target.backend == "hip" else (res["local_bytes"] or 0) // 4
+    except (triton.runtime.errors.OutOfResources, triton.compiler.errors.CompilationError,
+            subprocess.CalledProcessError, RuntimeError) as e:
+        # What the launcher turns into InvalidConfig too: resources, the front end, the assembler, and an MLIR
+        # pass that gives up on the config (a bare RuntimeError).
+        raise InvalidConfig(f"compile error: {cross_compile.compiler_message(e)}") from e
+    return "ok", "", time.perf_counter() - t0, regs, spills, int(compiled.metadata.shared)
 
 
 class CompilePool:
     """`workers` long-lived compile processes; `compile(problem, configs)` yields results as they finish."""
 
-    def __init__(self, workers: int | None = None, *, timeout_s: float = 120.0, device: str | None = None):
+    def __init__(self, workers: int | None = None, *, timeout_s: float = 120.0, device: str | None = None,
+                 target: str | None = None):
         import torch
 
         self.workers = workers or max(1, (os.cpu_count() or 2) - 1)
         self.timeout_s = timeout_s
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        # A GPU of another node (a cross_compile target name, "cuda:90"): compiled here, on CPU, into the shared
+        # TRITON_CACHE_DIR, so that node's launcher finds the binary and compiles nothing.
+        self.target = target
         self._ctx = mp.get_context("spawn")  # never fork a process that holds a CUDA context
         self._procs: list = []
 
     def _spawn(self):
         parent, child = self._ctx.Pipe()
-        p = self._ctx.Process(target=_worker, args=(child, self.device), daemon=True)
+        p = self._ctx.Process(target=_worker, args=(child, self.device, self.target), daemon=True)
         p.start()
         child.close()
         return p, parent
