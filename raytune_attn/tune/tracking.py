@@ -182,9 +182,9 @@ class SweepTracker:
         })
         tags.update({f"searcher.{k}": _s(v) for k, v in settings.items()})
         run = self.client.create_run(self.experiment_id, tags=tags, run_name=run_name or f"{accel_type}/{p.key}")
-        params = [Param(k, _s(v, _MAX_PARAM)) for k, v in p.to_dict().items()]
+        fields = {**p.to_dict(), "problem_key": p.key}  # a paged problem's dict names its key already
+        params = [Param(k, _s(v, _MAX_PARAM)) for k, v in fields.items()]
         params += [Param(f"searcher.{k}", _s(v, _MAX_PARAM)) for k, v in settings.items()]
-        params.append(Param("problem_key", p.key))
         self.client.log_batch(run.info.run_id, params=params)
         return SearchHandle(run.info.run_id, self.experiment_id, accel_type, p)
 
