@@ -83,3 +83,31 @@ def _one_config_space(config: dict):
 
     return parse_space({"schema_version": 1, "vendor": "nvidia", "arch": "sm80",
                         "parameters": {k: [v] for k, v in config.items()}}, source="one-config")
+
+
+def test_paged_configs_go_through_the_paged_kernels_compile(monkeypatch):
+    """On a GPU node the pool builds a paged problem's config with the paged kernel's own warm-up (not the dense
+    kernel's launch spec, which has knobs a paged config lacks), validated by the paged rules: a bad knob is
+    invalid naming it; for a target named for other nodes nothing is built (the GPU worker compiles it)."""
+    from raytune_attn.tune.measure import compile_pool, paged_workload
+    from raytune_attn.tune.measure.cross_compile import TARGETS
+    from raytune_attn.tune.sweep.problems import load_problems
+
+    paged = load_problems("cpu_paged_smoke")[0]
+    built = []
+
+    def on_cpu(problem, config, device="cuda"):  # this machine has no GPU: the interpreter's compile stands in
+        built.append((problem.key, config["NUM_SEGMENTS"]))
+        return paged_workload.make_paged_workload(paged_workload.compile_twin(problem), device="cpu",
+                                                  random=False).compile(config)
+
+    monkeypatch.setattr(paged_workload, "compile_paged", on_cpu)
+    target = TARGETS["cuda:90"]
+    status, reason, *_ = compile_pool._compile(paged, {"NUM_SEGMENTS": 2}, target, load=True)
+    assert (status, reason) == ("ok", "") and built == [(paged.key, 2)]
+    status, reason, *_ = compile_pool._compile(paged, {"NUM_SEGMENTS": 2}, target, load=False)
+    assert (status, reason) == ("ok", "") and len(built) == 1
+    status, reason, *_ = compile_pool._compile(paged, {"NUM_SEGMENTS": 3}, target, load=True)
+    assert status == "invalid" and "NUM_SEGMENTS" in reason and len(built) == 1
+    status, reason, *_ = compile_pool._compile(paged, {"USE_TMA": True}, target, load=True)
+    assert status == "invalid" and "USE_TMA" in reason
