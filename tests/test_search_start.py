@@ -26,7 +26,9 @@ D256 = Path(__file__).parents[1] / "tests/data/h200/d256_landscape.parquet"
 SHORT = Path(__file__).parents[1] / "tests/data/h200/short_landscape.parquet"
 PARAMS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
 WARP_SPECIALIZED = ("warp specialized, wide keys, persistent", "warp specialized",
-                    "warp specialized, persistent, one Q buffer")  # fmt: skip
+                    "warp specialized, persistent, one Q buffer",
+                    "warp specialized, wide keys, persistent, heavy-first by pairs of heads",
+                    "warp specialized, wide keys, heavy-first grid")  # fmt: skip
 
 
 def _gp(space, seed: int = 0, **problem):
@@ -72,11 +74,25 @@ def test_a_start_outside_the_space_snaps_to_the_nearest_candidate():
     assert space.contains(cfg) and (cfg["BLOCK_M"], cfg["BLOCK_N"], cfg["num_warps"]) == (32, 32, 2)
 
 
-def test_without_priors_the_design_is_a_latin_hypercube():
+def _closest_pair(X: np.ndarray) -> float:
+    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(axis=2)
+    return float(d2[np.triu_indices(len(X), 1)].min())
+
+
+def test_without_priors_the_design_is_a_spread_out_latin_hypercube():
+    from raytune_attn.tune.search._design import Design
+
     space = load_space("nvidia/sm90_study")
     s = make_searcher("gp", space, seed=0, problem={"head_dim": 128}, priors=False)
-    assert len(s._design) == s.n_initial and s._pairs == []
-    assert s._design != _gp(space, head_dim=128)._design[: s.n_initial]
+    n = max(s.n_initial, s._design_min)
+    assert len(set(s._design)) == len(s._design) == n
+    assert s._design[:6] != _gp(space, head_dim=128)._design[:6]
+    multi = sum(len(p.values) > 1 for p in space.params)
+    assert len(s._pairs) == multi * (multi - 1) // 2  # no file names the coupled knobs: every pair is tried
+    # Maximin: the closest two design points are at least as far apart as in a typical single Latin hypercube.
+    d = Design(space, s.candidates, s._index, s._cat, s._X, s.encoding.transform)
+    single = [_closest_pair(s._X[d._latin_hypercube([], n, np.random.default_rng(k))]) for k in range(20)]
+    assert _closest_pair(s._X[s._design]) >= np.median(single)
 
 
 def test_conditions_on_unknown_problem_fields_do_not_hold():
@@ -287,17 +303,27 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
 
 @pytest.mark.slow
 def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
-    # Causal tiles differ in work: the layout is screened heavy-first (REVERSE_M) where the space has that config,
-    # and without it where the space has none (here REVERSE_M is left with the value false only).
+    # Causal tiles differ in work. The Hopper file screens the layout heavy-first (REVERSE_M) for causal problems:
+    # at D=256 both of its forms; at D <= 128 up to 4096 query rows the persistent form both in launch order and
+    # heavy-first by pairs of heads (LPT_GROUP 2). A space without the heavy-first order (REVERSE_M false only)
+    # gets the launch-order forms.
     sm90 = load_space("nvidia/sm90")
-    straight_only = _sm90_without_priors(lambda doc: doc["parameters"].update(REVERSE_M=[False]))
-    for d, s in ((256, 4096), (128, 4096), (128, 512)):
-        n_forms = 2 if d > 128 else 1
-        for space, causal, heavy_first in ((sm90, True, True), (sm90, False, False), (straight_only, True, False)):
-            problem = {"head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": causal}
-            ws = [c for c in _gp(space, **problem).design_configs() if c["WARP_SPECIALIZE"]]
-            assert len(ws) == n_forms and all(c["REVERSE_M"] is heavy_first for c in ws)
-            assert _added_by(space, *WARP_SPECIALIZED, **problem) == n_forms
+    # LPT_GROUP orders the heavy-first persistent grid: without REVERSE_M it keeps its value 0 only.
+    straight_only = _sm90_without_priors(lambda doc: doc["parameters"].update(REVERSE_M=[False], LPT_GROUP=[0]))
+
+    def orders(space, d: int, s: int, causal: bool) -> list[tuple[bool, int]]:
+        problem = {"head_dim": d, "seqlen_q": s, "seqlen_k": s, "causal": causal}
+        ws = [c for c in _gp(space, **problem).design_configs() if c["WARP_SPECIALIZE"]]
+        assert _added_by(space, *WARP_SPECIALIZED, **problem) == len(ws)
+        return sorted((c["REVERSE_M"], c.get("LPT_GROUP", 0)) for c in ws)
+
+    for s in (4096, 512):
+        assert orders(sm90, 128, s, True) == [(False, 0), (True, 2)]
+        assert orders(sm90, 128, s, False) == [(False, 0)]
+        assert orders(straight_only, 128, s, True) == [(False, 0)]
+    assert orders(sm90, 256, 4096, True) == [(True, 0), (True, 0)]
+    assert orders(sm90, 256, 4096, False) == [(False, 0), (False, 0)]
+    assert orders(straight_only, 256, 4096, True) == [(False, 0), (False, 0)]
 
 
 @pytest.mark.slow

@@ -237,6 +237,7 @@ def _check_values_usable(space: SearchSpace, configs: list[dict[str, Any]]) -> N
     if len(missing) == sum(len(p.values) for p in space.params):
         raise SpaceError(space.source, "parameters", f"every config is an invalid kernel config, e.g.: {first_reason}")
     (name, value), why = next(iter(missing.items()))
+    why = why or "no config the constraints allow has it"
     raise SpaceError(space.source, f"parameters.{name}",
                      f"value {_fmt(value)} is in no valid kernel config of this space ({why})")
 
