@@ -83,6 +83,8 @@ def test_unknown_flag_is_one_line_exit_2(path, capsys):
     (["tune", "--rungs", "10,x"], ["--rungs"]),
     (["tune", "--searcher", "bayes"], ["--searcher", "bayes"]),
     (["tune", "--tracking-uri", "sqlite:/x.db"], ["sqlite:/x.db"]),
+    (["tune", "--no-priors", "--searcher", "random"], ["--no-priors", "random"]),
+    (["replay", "--landscape", "x.parquet", "--warm-as", "both"], ["--warm-as", "both"]),
     (["doctor", "--timeout", "soon"], ["--timeout"]),
     (["doctor", "--timeout", "0"], ["--timeout"]),
     (["report", "x.parquet", "--format", "html"], ["--format", "html"]),
@@ -106,7 +108,8 @@ def test_bad_values_are_one_line_exit_2(argv, names, capsys, tmp_path, monkeypat
 
 
 @pytest.mark.parametrize("argv", [["export", "{f}"], ["report", "{f}"], ["replay", "--landscape", "{f}"],
-                                  ["space", "show", "{f}"], ["tune", "--space", "{f}"], ["tune", "--problems", "{f}"]])
+                                  ["space", "show", "{f}"], ["tune", "--space", "{f}"], ["tune", "--problems", "{f}"],
+                                  ["tune", "--warm-start", "{f}"]])
 def test_missing_or_unreadable_file_is_one_line_naming_it(argv, capsys, tmp_path):
     need(argv[:2] if argv[0] == "space" else argv[:1])
     missing = str(tmp_path / "missing-file.parquet")

@@ -85,7 +85,8 @@ def test_replay_cli_json(synthetic_path, tmp_path, capsys):
     doc = json.loads(out.read_text())
     assert set(doc) == {"random", "grid"}
     for s in doc.values():
-        assert set(s) == {"evals_to_95", "evals_to_98", "best_at_budget", "compile_s_to_98", "compile_s_total"}
+        assert set(s) == {"evals_to_95", "evals_to_98", "reached_98", "best_at_budget", "compile_s_to_98",
+                          "compile_s_total"}
         assert 1 <= s["evals_to_95"]["median"] <= s["evals_to_98"]["median"] <= 31
         assert s["evals_to_98"]["max"] <= 31
 

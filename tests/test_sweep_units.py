@@ -742,3 +742,28 @@ def test_scheduler_lets_tune_keep_a_finished_trial_process_for_each_trial_in_fli
     assert cache.pop_cached_object(pgf) == "p0"  # the next trial takes a kept process: no new one boots
     # Where the internals are not there (another Ray, or no controller), nothing happens and nothing breaks.
     assert not process_cache.widen(SimpleNamespace(), pgf, 4) and not process_cache.widen(None, pgf, 4)
+
+
+def test_no_priors_and_warm_start_reach_the_searchers(tmp_path, monkeypatch):
+    """--warm-start's table is read and checked by the plan (its path kept absolute for a resume elsewhere); the GP
+    takes it into its model, with the space file's priors off under --no-priors; another searcher starts from its
+    best configs."""
+    from raytune_attn.tune.sweep.plan import make_plan
+    from raytune_attn.tune.sweep.run import searcher_options
+
+    monkeypatch.chdir(tmp_path)
+    land = Path(__file__).parent / "data" / "landscape_h100_d64_full_s1024.parquet"
+    (tmp_path / "w.parquet").write_bytes(land.read_bytes())
+    space = load_space("nvidia/sm90_study")
+    plan = make_plan(SweepConfig(out=str(tmp_path / "o"), warm_start="w.parquet", no_priors=True))
+    assert plan.config.warm_start == str(tmp_path / "w.parquet") and len(plan.warm) == 450
+    opts = searcher_options(plan, space)
+    assert opts["priors"] is False and len(opts["warm_start"]) == 450
+    gp = make_searcher("gp", space, seed=0, **opts)
+    assert len(gp._warm) == 450 and not gp._design
+    plan = make_plan(SweepConfig(out=str(tmp_path / "o"), warm_start="w.parquet", searcher="random"))
+    first = searcher_options(plan, space)["initial"]
+    assert len(first) == 6 and first[0] == {k: v for k, v in opts["warm_start"][0][0].items()}
+    assert make_searcher("random", space, seed=0, initial=first).suggest("t")["BLOCK_M"] == first[0]["BLOCK_M"]
+    assert searcher_options(make_plan(SweepConfig(out=str(tmp_path / "o"))), space) == {"priors": True}
+    assert not (tmp_path / "o").exists()  # planning writes nothing

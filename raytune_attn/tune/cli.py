@@ -96,7 +96,7 @@ def bench_cmd(
 def tune_cmd(
     problems: str = typer.Option(None, "--problems", help="Problem-set YAML (or a name under pipelines/problems/); "
                                  "default: standard with a GPU, cpu_smoke without."),
-    searcher: str = typer.Option("gp", "--searcher", help="gp, random or grid."),
+    searcher: str = typer.Option("gp", "--searcher", help="gp, random, grid or tpe (Optuna: the tpe extra)."),
     budget: int = typer.Option(None, "--budget", help="Trials per search (default 40; 6 without a GPU)."),
     out: str = typer.Option(None, "--out", help="Output directory (default ./raytune-results/<name>/)."),
     address: str = typer.Option(None, "--address", help="Join this Ray cluster ('auto': the running one); default: "
@@ -128,6 +128,11 @@ def tune_cmd(
                                        "run ahead (default 16 with a GPU, 3 without)."),
     num_cpus: int = typer.Option(None, "--num-cpus", help="CPUs of the embedded local cluster."),
     cpu_actors: int = typer.Option(1, "--cpu-actors", help="Benchmark actors without a GPU (interpreter)."),
+    no_priors: bool = typer.Option(False, "--no-priors", help="The GP without the space files' start, moves and "
+                                   "coupled pairs: it learns from the candidates and its measurements alone."),
+    warm_start: str = typer.Option(None, "--warm-start", help="Earlier results (a trials.parquet, a sweep directory "
+                                   "or a landscape: other shapes, another GPU) as a prior: the GP's model takes "
+                                   "them, other searchers start from their best configs."),
 ):
     """Tune the flash-attention kernel with Ray Tune: one search per (accelerator type, problem), trials on
     long-lived GPU actors, early stopping over timing rungs. Without --address it starts a local Ray cluster.
@@ -190,6 +195,10 @@ def replay_cmd(
                                    "coupled pairs: the candidate set only."),
     noise: float = typer.Option(0.0, "--noise", help="Run-to-run spread told to the searchers, e.g. 0.02: values "
                                 "times exp(0.02 z), seeded; 98% is judged on the true values."),
+    warm_start: str = typer.Option(None, "--warm-start", help="Earlier results (a trials Parquet file, a sweep "
+                                   "directory or a landscape of other shapes or another GPU) as the searchers' prior."),
+    warm_as: str = typer.Option("model", "--warm-as", help="model: the GP takes every earlier result into its model, "
+                                "the others start from the 6 best; design: every searcher starts from the 6 best."),
 ):
     """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best, and the
     compile seconds spent."""
@@ -199,7 +208,7 @@ def replay_cmd(
                          objective=objective,
                          params=params or [], select=select or [], concurrency=concurrency, json_out=json_out,
                          gp_options=gp_option or [], cold_compile=cold_compile, no_priors=no_priors,
-                         noise=noise))
+                         noise=noise, warm_start=warm_start, warm_as=warm_as))
     if json_out:
         print(f"wrote {json_out}")
 

@@ -20,6 +20,8 @@ import numpy as np
 from raytune_attn.tune.search.priors import Priors, apply_move, start_config
 from raytune_attn.tune.search.space import SearchSpace
 
+MAXIMIN_TRIES = 30  # random Latin hypercubes the design without priors picks the most spread-out of
+
 
 def pair_step(step: np.ndarray, a: int, b: int) -> np.ndarray:
     """Rows of `step` (value-index differences, one column per knob) that move knobs a and b one value each and
@@ -37,14 +39,16 @@ class Design:
         self.cat, self.X, self.encode = cat, X, encode
 
     def build(self, priors: Priors | None, problem: Mapping[str, Any], n_initial: int, seed: int) -> list[int]:
-        """Candidate indices in the order the search measures them; no priors: the Latin hypercube alone."""
+        """Candidate indices in the order the search measures them; no priors: a maximin Latin hypercube alone."""
         n = min(n_initial, len(self.candidates))
         rng = np.random.default_rng(seed)
         d = self.X.shape[1]
         if n == 0 or d == 0:
             return list(range(n))
+        if priors is None:
+            return self._maximin(n, rng)
         chosen: list[int] = []
-        i0 = self.start(priors, problem) if priors else None
+        i0 = self.start(priors, problem)
         if i0 is not None:
             chosen.append(i0)
             step = self.cat - self.cat[i0]
@@ -94,6 +98,22 @@ class Design:
                     out.append(j)
                     break
         return out
+
+    def _maximin(self, n: int, rng: np.random.Generator, tries: int = MAXIMIN_TRIES) -> list[int]:
+        """The Latin hypercube (snapped to candidates) whose closest two points are farthest apart, of `tries`.
+
+        With few points in 5-10 dimensions a single random Latin hypercube often puts two points next to each
+        other after snapping (the candidates are a coarse grid): a wasted evaluation. Maximin spreads them.
+        """
+        best, best_d = [], -1.0
+        for _ in range(tries):
+            pts = self._latin_hypercube([], n, rng)
+            P = self.X[pts]
+            d2 = ((P[:, None, :] - P[None, :, :]) ** 2).sum(axis=2)
+            d = float(d2[np.triu_indices(len(pts), 1)].min()) if len(pts) > 1 else 0.0
+            if d > best_d:
+                best, best_d = pts, d
+        return best
 
     def _latin_hypercube(self, chosen: list[int], n: int, rng: np.random.Generator) -> list[int]:
         free = np.ones(len(self.candidates), dtype=bool)

@@ -57,6 +57,7 @@ class DiscreteSearcher(StatefulSearcher):
         seed: int = 0,
         prefilter: Prefilter | None = None,
         problem: Any = None,
+        initial: Any = (),
     ):
         if mode not in ("max", "min"):
             raise ValueError(f"mode must be 'max' or 'min', got {mode!r}")
@@ -71,6 +72,9 @@ class DiscreteSearcher(StatefulSearcher):
         self._taken = np.zeros(len(self.candidates), dtype=bool)  # measured or in flight
         self._live: dict[str, int] = {}  # trial_id -> candidate index
         self._obs: list[tuple[int, float | None]] = []  # (candidate index, value or None = failed), told order
+        # Configs to suggest first, in order (warm.py: the best of earlier results); each a full or partial config,
+        # served by the first free candidate that matches it.
+        self._initial = [dict(c) for c in initial]
 
     # ---- Ray Tune interface -------------------------------------------------------------------------------------
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec) -> bool:
@@ -84,11 +88,21 @@ class DiscreteSearcher(StatefulSearcher):
         available = np.flatnonzero(~self._taken)
         if available.size == 0:
             return Searcher.FINISHED
-        i = int(self._pick(available))
+        i = self._next_initial()
+        i = int(self._pick(available)) if i is None else i
         assert not self._taken[i], "a searcher picked a measured or in-flight config"
         self._taken[i] = True
         self._live[trial_id] = i
         return dict(self.candidates[i])
+
+    def _next_initial(self) -> int | None:
+        """The first free candidate matching the next of the `initial` configs (unmatched ones are dropped)."""
+        while self._initial:
+            want = self._initial.pop(0)
+            for i, c in enumerate(self.candidates):
+                if not self._taken[i] and all(c.get(k) == v for k, v in want.items()):
+                    return i
+        return None
 
     def on_trial_complete(self, trial_id: str, result: dict | None = None, error: bool = False) -> None:
         i = self._live.pop(trial_id, None)

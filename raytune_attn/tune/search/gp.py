@@ -30,6 +30,7 @@ docs/search.md has the measurements behind each choice.
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Iterable
@@ -39,9 +40,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from skopt.acquisition import gaussian_ei, gaussian_lcb
+from threadpoolctl import ThreadpoolController
 
 from raytune_attn.tune.search._cost import compile_cost
 from raytune_attn.tune.search._design import Design, pair_step
+from raytune_attn.tune.search._feasible import SKIP_P, fail_probability
 from raytune_attn.tune.search._model import Model, Negated
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.encoding import Encoding
@@ -52,7 +55,12 @@ _XI = 0.01  # EI's exploration margin, in units of the observed scores' standard
 _FAIL_MARGIN = 0.1  # a failure scores this fraction of the observed range below the worst success
 _FLOOR_RATIO = 0.1  # scores below this fraction of the best are clipped to it
 _BENCH_S = 0.2  # a trial's seconds besides its compile, for EI per second
+_blas_limits = ThreadpoolController().limit  # created once: it looks up the loaded BLAS libraries
 RUNNER_UPS = 3  # likely_next: configs after the pick a sweep compiles ahead (speculative builds cost only idle cores)
+
+
+def _ordinal_value(p, value) -> float:
+    return math.log2(value) if p.encoding == "log2" else float(p.values.index(value))
 
 
 class GPSearcher(DiscreteSearcher):
@@ -62,6 +70,12 @@ class GPSearcher(DiscreteSearcher):
 
     name = "gp"
     _local_top = 3  # the local steps move from the best this many measured configs
+    _design_min = 10  # without priors, the space-filling design grows to this many configs (one per 45 candidates)
+    _all_pairs = True  # without priors, local steps move any two knobs one value each
+    _skip_fail = True  # without priors, skip candidates the failure classifier is sure of (_feasible.py)
+    _stall = 3  # without priors, a global step every this many evaluations without improvement (0: never)
+    _pair_features = True  # without priors, the GP also sees sums and differences of two ordered knobs
+    _local_kappa = 1.0  # without priors, local steps rank by mean + kappa * sd (0: the mean alone)
 
     def __init__(self, space, *, n_initial: int = 6, problem: Any = None, warm_start: Any = None,
                  priors: bool = True, cost_aware: bool = True, **kw):
@@ -69,12 +83,16 @@ class GPSearcher(DiscreteSearcher):
         self.n_initial, self.priors, self.cost_aware = int(n_initial), bool(priors), bool(cost_aware)
         self.encoding = Encoding(self.space)
         self._X = self.encoding.transform(self.candidates)
+        self._F = self._model_inputs(self.candidates)  # the GP's inputs: _X, plus pair features without priors
         # Each candidate as value indices, one column per knob: "differs in one knob" without encoding details.
         self._cat = np.array([[p.values.index(c[p.name]) for p in self.space.params] for c in self.candidates])
         names = list(self.space.names)
-        coupled = self.space.priors.coupled if self.priors else ()
-        self._pairs = [(names.index(a), names.index(b)) for a, b in (c.knobs for c in coupled)
-                       if a in names and b in names]  # fmt: skip
+        if self.priors:
+            self._pairs = [(names.index(a), names.index(b)) for a, b in (c.knobs for c in self.space.priors.coupled)
+                           if a in names and b in names]  # fmt: skip
+        else:  # no file says which knobs act together: the local steps try every pair
+            multi = [k for k, p in enumerate(self.space.params) if len(p.values) > 1]
+            self._pairs = [(a, b) for j, a in enumerate(multi) for b in multi[j + 1:]] if self._all_pairs else []
         self._warm: list[tuple[np.ndarray, tuple | None, float | None]] = []  # (x, candidate key or None, score)
         self.timings: list[tuple[int, float]] = []  # (observations told, seconds) per model-based suggestion
         self._reset()
@@ -83,9 +101,11 @@ class GPSearcher(DiscreteSearcher):
 
     def _reset(self) -> None:
         self._scores: dict[int, float | None] = {}  # candidate index -> score (None = failed)
-        self._model = Model(self._X.shape[1], self.seed)
+        self._model = Model(self._F.shape[1], self.seed)
         design = Design(self.space, self.candidates, self._index, self._cat, self._X, self.encoding.transform)
-        self._design = design.build(self.space.priors if self.priors else None, self.problem, self.n_initial,
+        n_design = self.n_initial if self.priors else max(self.n_initial, min(self._design_min,
+                                                                             len(self.candidates) // 45))
+        self._design = design.build(self.space.priors if self.priors else None, self.problem, n_design,
                                     self.seed)  # fmt: skip
         self._compile: dict[int, float] = {}  # candidate index -> compile seconds its result reported (0 = shared)
         self._runner_ups: list[int] = []  # the last model-based pick's next best candidates (likely_next)
@@ -135,7 +155,7 @@ class GPSearcher(DiscreteSearcher):
         added = 0
         for cfg, value in pairs:
             try:
-                x = self.encoding.transform([cfg])[0]
+                x = self._model_inputs([cfg])[0]
             except (KeyError, ValueError):
                 continue  # a knob value outside this space
             if not self.space.contains(cfg):
@@ -165,10 +185,36 @@ class GPSearcher(DiscreteSearcher):
             for key, v in table_values(df, names, objective).items():
                 yield dict(zip(names, key, strict=True)), (None if not np.isfinite(v) else float(v))
             return
-        for cfg, v in source:
-            yield dict(cfg), v
+        from raytune_attn.tune.search.warm import in_space
+
+        pairs = [(dict(cfg), v) for cfg, v in source]
+        if any(set(cfg) != set(self.space.names) for cfg, _ in pairs):  # partial configs (warm.prior_scores)
+            for i, v in in_space(pairs, self.candidates):
+                yield dict(self.candidates[i]), v
+            return
+        yield from pairs
 
     # ---- the model ----------------------------------------------------------------------------------------------
+    def _model_inputs(self, configs) -> np.ndarray:
+        """The GP's inputs for `configs`: their encoding; without priors also, for every two ordered knobs, the
+        difference and the sum of their encoded values before normalization (log2 for sizes), normalized over
+        the space. Kernel knobs act in products and ratios (rows per warp, keys in flight per stage), which a
+        stationary kernel on the knobs alone sees only as a diagonal ridge; no file names those pairs here."""
+        X = self.encoding.transform(configs)
+        ordinal = [p for p in self.encoding.params if p.encoding in ("log2", "index")]
+        if self.priors or not self._pair_features or len(ordinal) < 2 or not len(configs):
+            return X
+        raw = np.array([[_ordinal_value(p, c[p.name]) for p in ordinal] for c in configs], dtype=float)
+        lo = np.array([_ordinal_value(p, p.values[0]) for p in ordinal])
+        hi = np.array([_ordinal_value(p, p.values[-1]) for p in ordinal])
+        cols = [X]
+        for a, b in itertools.combinations(range(len(ordinal)), 2):
+            for sign in (1.0, -1.0):
+                lo_ab = lo[a] + sign * (lo[b] if sign > 0 else hi[b])
+                hi_ab = hi[a] + sign * (hi[b] if sign > 0 else lo[b])
+                cols.append(((raw[:, a] + sign * raw[:, b] - lo_ab) / max(hi_ab - lo_ab, 1e-9))[:, None])
+        return np.hstack(cols)
+
     def _training_data(self, liars: Iterable[int]) -> tuple[np.ndarray, np.ndarray, int]:
         """Inputs and scores: measured configs, warm-start points and liars; failures imputed; + real count."""
         real = list(self._scores.items())
@@ -176,8 +222,11 @@ class GPSearcher(DiscreteSearcher):
         offset = 0.0
         overlap = [self._scores[self._index[k]] - s for _, k, s in self._warm
                    if k in self._index and s is not None and self._scores.get(self._index[k]) is not None]  # fmt: skip
+        warm_succ = [s for _, _, s in self._warm if s is not None]
         if overlap:
             offset = float(np.median(overlap))
+        elif warm_succ and succ.size:  # no config measured in both yet: their bests are taken to match
+            offset = float(succ.max()) - max(warm_succ)
         warm = [(x, s + offset if s is not None else None) for x, k, s in self._warm
                 if k not in self._index or self._index[k] not in self._scores]  # fmt: skip
         all_succ = np.concatenate([succ, [s for _, s in warm if s is not None]])
@@ -190,15 +239,15 @@ class GPSearcher(DiscreteSearcher):
         else:
             floor, fail = -math.inf, 0.0
         clip = lambda s: fail if s is None else max(s, floor)  # noqa: E731
-        X = [self._X[i] for i, _ in real] + [x for x, _ in warm]
+        X = [self._F[i] for i, _ in real] + [x for x, _ in warm]
         y = [clip(s) for _, s in real] + [clip(s) for _, s in warm]
         n_fit = len(y)
         liars = list(liars)
         if liars:
             lie = float(np.mean(y)) if y else 0.0
-            X += [self._X[i] for i in liars]
+            X += [self._F[i] for i in liars]
             y += [lie] * len(liars)
-        return np.asarray(X, dtype=float).reshape(len(y), self._X.shape[1]), np.asarray(y, dtype=float), n_fit
+        return np.asarray(X, dtype=float).reshape(len(y), self._F.shape[1]), np.asarray(y, dtype=float), n_fit
 
     def _fit(self, X: np.ndarray, y: np.ndarray, n_fit: int):
         return self._model.fit(X, y, n_fit)
@@ -209,6 +258,13 @@ class GPSearcher(DiscreteSearcher):
 
     # ---- choosing -----------------------------------------------------------------------------------------------
     def _pick(self, available: np.ndarray) -> int:
+        # One BLAS thread: the GP's matrices are at most a few hundred rows, where threads only add their
+        # synchronisation (measured: 4x the CPU seconds of a replay with OpenBLAS's default threads on 2 cores, and
+        # far more wall time on a loaded machine, where the threads spin while waiting for a core).
+        with _blas_limits(limits=1):
+            return self._pick_one(available)
+
+    def _pick_one(self, available: np.ndarray) -> int:
         while self._design and self._taken[self._design[0]]:
             self._design.pop(0)
         if self._design:
@@ -220,15 +276,21 @@ class GPSearcher(DiscreteSearcher):
         if n_fit == 0:
             return int(available[np.random.default_rng(self.seed + len(self._obs)).integers(len(available))])
         gp = self._fit(X, y, n_fit)
-        local = self._neighbours(available)
+        available = self._likely_feasible(available)
+        local = None if self._stalled() else self._neighbours(available)
+        if self._warm and not any(v is not None for v in self._scores.values()):
+            # Nothing of this search succeeded yet, earlier results are known: their model's best guess first.
+            order = np.argsort(-gp.predict(self._F[available]), kind="stable")
+            self._runner_ups = [int(available[k]) for k in order[1:1 + RUNNER_UPS]]
+            return int(available[order[0]])
         if local is not None and len(local):
             # Local step: the neighbour the model predicts best (exploitation; EI's exploration is the global
             # steps' job).
-            order = np.argsort(-gp.predict(self._X[local]), kind="stable")
+            order = np.argsort(-self._local_acquisition(gp, self._F[local]), kind="stable")
             self._runner_ups = [int(local[k]) for k in order[1:1 + RUNNER_UPS]]
             self.timings.append((len(self._obs), time.perf_counter() - t0))
             return int(local[order[0]])
-        Xa = self._X[available]
+        Xa = self._F[available]
         a = self._global_acquisition(gp, Xa, y[:n_fit], available)
         # Ties (e.g. never-seen categories) go to the earliest candidate: deterministic.
         order = np.argsort(-a, kind="stable")
@@ -251,6 +313,41 @@ class GPSearcher(DiscreteSearcher):
             # predicts it, plus the benchmark. A 100 s compile must promise ~100x the improvement of a 1 s one.
             a = a / (cost + _BENCH_S)
         return a
+
+    def _local_acquisition(self, gp, Xl: np.ndarray) -> np.ndarray:
+        """The local steps' ranking: the posterior mean with priors (their moves already point somewhere); without,
+        an upper confidence bound, so a neighbour the model knows little of (a step of two knobs) is tried too."""
+        if self.priors or not self._local_kappa:
+            return gp.predict(Xl)
+        mu, sd = gp.predict(Xl, return_std=True)
+        return mu + self._local_kappa * sd
+
+    def _stalled(self) -> bool:
+        """Without priors, every `_stall`-th evaluation since the best last improved is a global step: the local
+        steps climb from wherever the space-filling design landed, which is often a local optimum far from the
+        best; a few global expected-improvement steps let the search jump to another basin (TuRBO's restarts)."""
+        if self.priors or not self._stall:
+            return False
+        best, since = -math.inf, 0
+        for _, v in self._obs:
+            s = self._score(v)
+            if s is not None and s > best:
+                best, since = s, 0
+            else:
+                since += 1
+        return since > 0 and since % self._stall == 0
+
+    def _likely_feasible(self, available: np.ndarray) -> np.ndarray:
+        """`available` less the candidates the failure classifier predicts to fail (without priors; all of them
+        when it would skip every one)."""
+        if self.priors or not self._skip_fail:
+            return available
+        seen = np.array(list(self._scores), dtype=int)
+        failed = np.array([s is None for s in self._scores.values()])
+        p = fail_probability(self._X[seen], failed, self._X[available])
+        if p is None or (p >= SKIP_P).all():
+            return available
+        return available[p < SKIP_P]
 
     def _neighbours(self, available: np.ndarray) -> np.ndarray | None:
         """Unmeasured candidates one move away from one of the `_local_top` best measured configs.

@@ -34,8 +34,11 @@ from raytune_attn.tune.search import make_searcher, searcher_class
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import Landscape, load_landscape
+from raytune_attn.tune.search.warm import best_configs, prior_scores
 
 THRESHOLDS = (0.95, 0.98)
+WARM_AS = ("model", "design")  # how searchers use earlier results: see `replay`
+WARM_DESIGN = 6  # configs of earlier results a searcher starts from (the GP's own design is 6 with priors)
 
 
 @dataclass(frozen=True)
@@ -107,14 +110,21 @@ def replay(
     concurrency: int = 1,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     noise: float = 0.0,
+    warm: Sequence[tuple[dict, float | None]] | None = None,
+    warm_as: str = "model",
 ) -> dict[str, dict]:
-    """Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...}, "best_at_budget": {"median"},
+    """`warm`: earlier results (warm.prior_scores of another table); with `warm_as` "model" the GP takes them all
+    into its model and the other searchers start from their WARM_DESIGN best configs, with "design" every searcher
+    starts from those configs. Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...},
+    "reached_98" (seeds that reached 98% of the best within the budget), "best_at_budget": {"median"},
     "compile_s_to_98": {"median", "max"}, "compile_s_total": {"median", "max"}}."""
     if budget < 1 or seeds < 1:
         raise ValueError("--budget and --seeds must be at least 1")
     if seed_start < 0:
         raise ValueError("--seed-start must be at least 0")
     noise_factors(landscape, noise, 0)  # a bad --noise is refused before any run
+    if warm_as not in WARM_AS:
+        raise ValueError(f"--warm-as takes {' or '.join(WARM_AS)}, got {warm_as!r}")
     best = landscape.best
     out = {}
     for name in searchers:
@@ -122,6 +132,8 @@ def replay(
         for seed in range(seed_start, seed_start + seeds):
             opts = dict((options or {}).get(name, {}))
             opts.setdefault("problem", landscape.problem or None)  # the GP's priors read it, as in a sweep
+            if warm:
+                opts.update(warm_options(name, warm, warm_as))
             s = make_searcher(name, landscape.space, metric=landscape.objective, seed=seed, **opts)
             factors = noise_factors(landscape, noise, seed) if noise else None
             runs.append(run_searcher(s, landscape, budget, concurrency=concurrency, noise=factors))
@@ -129,6 +141,7 @@ def replay(
         for p in THRESHOLDS:
             evals = [r.evals_to(p * best, budget) for r in runs]
             summary[f"evals_to_{round(p * 100)}"] = {"median": float(np.median(evals)), "max": int(max(evals))}
+        summary["reached_98"] = sum(r.evals_to(0.98 * best, budget) <= budget for r in runs)  # seeds, of `seeds`
         finals = [r.trace[-1] if r.trace else float("nan") for r in runs]
         summary["best_at_budget"] = {"median": float(np.nanmedian(finals)) if np.isfinite(finals).any() else None}
         for k, secs in (("compile_s_to_98", [r.compile_to(0.98 * best) for r in runs]),
@@ -156,6 +169,13 @@ def format_table(summary: Mapping[str, Mapping], landscape: Landscape) -> str:
     return "\n".join(lines)
 
 
+def warm_options(name: str, warm: Sequence[tuple[dict, float | None]], warm_as: str = "model") -> dict:
+    """A searcher's constructor options for earlier results: the GP's model prior, else the best configs first."""
+    if name == "gp" and warm_as == "model":
+        return {"warm_start": list(warm)}
+    return {"initial": best_configs(warm, WARM_DESIGN)}
+
+
 def replay_command(
     landscape: str,
     searchers: Sequence[str],
@@ -172,9 +192,14 @@ def replay_command(
     cold_compile: bool = False,
     no_priors: bool = False,
     noise: float = 0.0,
+    warm_start: str | None = None,
+    warm_as: str = "model",
 ) -> str:
     """What `raytune-attn replay` runs; returns the printed table. `no_priors`: the GP without the space's priors
-    (start, moves, coupled pairs), as `--gp-option priors=false`; `noise`: see the module docstring."""
+    (start, moves, coupled pairs), as `--gp-option priors=false`; `noise`: see the module docstring;
+    `warm_start`: a results table used as the searchers' prior (`warm_as`, see `replay`)."""
+    if warm_as not in WARM_AS:
+        raise ValueError(f"--warm-as takes {' or '.join(WARM_AS)}, got {warm_as!r}")
     sel = {}
     for item in select:
         col, sep, val = item.partition("=")
@@ -205,8 +230,9 @@ def replay_command(
         searcher_class(name)  # an unknown name is refused before any run, and so is tpe without Optuna
         if name == "tpe" and importlib.util.find_spec("optuna") is None:
             raise ValueError("--searcher tpe needs Optuna: pip install 'raytune-attn[tpe]'")
+    warm = prior_scores(warm_start, land.space.names, objective=objective) if warm_start else None
     summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
-                     options={"gp": opts}, noise=noise)  # fmt: skip
+                     options={"gp": opts}, noise=noise, warm=warm, warm_as=warm_as)  # fmt: skip
     if json_out:
         Path(json_out).write_text(json.dumps(summary, indent=2) + "\n")
     return format_table(summary, land)

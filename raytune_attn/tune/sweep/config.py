@@ -67,6 +67,8 @@ class SweepConfig:
     trials_per_gpu: int | None = None
     num_cpus: int | None = None
     cpu_actors: int = 1
+    no_priors: bool = False
+    warm_start: str | None = None
 
     def __post_init__(self):
         object.__setattr__(self, "rungs_ms", tuple(float(r) for r in self.rungs_ms))
@@ -131,5 +133,7 @@ def _problems(c: SweepConfig):
         yield f"--address must be auto, local, HOST:PORT or ray://HOST:PORT, got {c.address!r}"
     if c.address and c.num_cpus is not None:
         yield "--num-cpus sizes the local cluster this command starts: it does nothing with --address"
+    if c.no_priors and c.searcher != "gp":
+        yield f"--no-priors switches off the GP's space-file priors: it does nothing with --searcher {c.searcher}"
     if c.no_mlflow and c.tracking_uri:
         yield "--tracking-uri and --no-mlflow contradict each other: give one"

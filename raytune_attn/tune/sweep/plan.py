@@ -38,6 +38,7 @@ class Plan:
     space: object | None  # the --space file's SearchSpace; None: each accelerator type's own
     tracking_uri: str | None  # None: --no-mlflow; else absolute (a relative SQLite path resolved here)
     prior: resume.Resume = resume.Resume()  # what the sweep's earlier drivers left (a new sweep: attempt 1)
+    warm: object | None = None  # --warm-start's table (a DataFrame, read and checked here); None: none given
 
     @property
     def tune_name(self) -> str:
@@ -71,8 +72,11 @@ def make_plan(config: SweepConfig) -> Plan:
         config, name = _resumed(config, out)
         prior = _prior(out)
     _check_out(out, name, config.resume)
+    if config.warm_start and not config.resume:  # kept absolute in sweep.json: a resume may run elsewhere
+        config = dataclasses.replace(config, warm_start=str(Path(config.warm_start).expanduser().resolve()))
     return Plan(config=config, name=name, out=out, problems=_problem_sets(config.problems),
-                space=_space(config.space), tracking_uri=_tracking_uri(config), prior=prior)
+                space=_space(config.space), tracking_uri=_tracking_uri(config), prior=prior,
+                warm=_warm(config.warm_start))
 
 
 def make_out(plan: Plan) -> None:
@@ -149,6 +153,18 @@ def _problem_sets(path: str | None) -> dict:
         given = tuple(load_problems(path))
         return {False: given, True: given}
     return {cpu: tuple(load_problems(name)) for cpu, name in DEFAULT_PROBLEMS.items()}
+
+
+def _warm(path: str | None):
+    """The --warm-start table, checked (readable, a knob column, a successful row); None without the flag."""
+    if not path:
+        return None
+    from raytune_attn.config import KNOBS
+    from raytune_attn.tune.search import warm
+
+    df = warm.read_results(path)
+    warm.prior_scores(df, list(KNOBS))  # refuses a table that cannot serve, naming why
+    return df
 
 
 def _space(path: str | None):

@@ -118,7 +118,20 @@ def _searcher(plan: Plan, space, info: dict, p, n: int):
     # The one validation screens the candidates: knob rules, shared memory on this arch, backend support.
     pre = Screen.for_problem(arch, p.head_dim, p.dtype, p.hq // p.hkv) if arch in ARCHS else None
     # The GP reads the problem (head dim, sequence lengths, mask) for where it starts and what it screens.
-    return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, problem=p)
+    return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, problem=p,
+                         **searcher_options(plan, space))
+
+
+def searcher_options(plan: Plan, space) -> dict:
+    """The searcher's options from the flags: the GP's priors on or off, and earlier results (--warm-start) as the
+    GP's model prior or, for the other searchers, the configs they start from (replay.warm_options)."""
+    from raytune_attn.tune.search.replay import warm_options
+    from raytune_attn.tune.search.warm import prior_scores
+
+    opts = {"priors": not plan.config.no_priors} if plan.config.searcher == "gp" else {}
+    if plan.warm is not None:
+        opts.update(warm_options(plan.config.searcher, prior_scores(plan.warm, space.names)))
+    return opts
 
 
 def _start_tracking(plan: Plan, searches: list, prov: dict, trials: int):

@@ -1,0 +1,111 @@
+"""Earlier results as a prior for a new search: any results table (a sweep's trials.parquet or directory, an
+exhaustive landscape) of other shapes, another GPU or another Triton.
+
+Speeds of different problems and GPUs are not comparable, but their order is: each group of the table (one
+problem on one GPU: `problem_key` and `gpu` where the table has them) is scaled by its own best, so a config's
+relative speed is 1 where it won its group. A config's prior score is the geometric mean of its relative speeds
+over the groups that measured it; a config that failed in every group that measured it has no score (None). Only
+the knobs the table records come with a config: a searcher fills the others.
+
+Two ways a searcher uses them (`raytune-attn replay --warm-start`, `raytune-attn tune --warm-start`): the GP takes
+every scored config as an observation of its model (gp.py: shifted to this search's scale once a config is
+measured both here and there), and any searcher can start from the best few (`initial`, base.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+GROUP_COLUMNS = ("problem_key", "gpu")  # what tells one group of comparable speeds from another
+_NOT_KNOBS = {"tflops", "latency_ms", "status", "reason", "rung", "compile_s", "bench_s", "wall_time_s", "trial_id",
+              "timestamp", "kind", "impl", "seed", "searcher"}  # fmt: skip
+
+
+class WarmStartError(ValueError):
+    """A warm-start table that cannot serve: unreadable, no knob or objective column, no successful row."""
+
+
+def read_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
+    """A results table: a Parquet file, a sweep's directory (raytune_attn.tune.results' one reader) or a frame."""
+    if isinstance(source, pd.DataFrame):
+        return source.copy()
+    p = Path(source)
+    if not p.exists():
+        raise WarmStartError(f"--warm-start {p}: no such file or directory")
+    try:
+        if p.is_dir():
+            from raytune_attn.tune import results
+
+            return results.read_trials(p)
+        return pd.read_parquet(p)
+    except Exception as e:  # noqa: BLE001 - whatever the reader raises, the user needs the file named
+        raise WarmStartError(f"--warm-start {p}: not a readable results table ({type(e).__name__}: {e})") from None
+
+
+def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, objective: str = "tflops",
+                 mode: str = "max") -> list[tuple[dict[str, Any], float | None]]:
+    """(config over the `knobs` the table has, relative score in (0, 1] or None) per distinct config, best
+    first. `mode` "min": the objective is a time (lower is better) and the relative score is best / value."""
+    df = read_results(source)
+    df.columns = [c[len("config/"):] if isinstance(c, str) and c.startswith("config/") else c for c in df.columns]
+    if "kind" in df.columns:  # a sweep's table: its trials and final re-measures, not the SDPA baselines
+        df = df[df["kind"].astype(str) != "baseline"]
+    have = [k for k in knobs if k in df.columns and k not in _NOT_KNOBS]
+    if not have:
+        raise WarmStartError(f"the warm-start table has none of the knob columns {sorted(knobs)}")
+    if objective not in df.columns:
+        raise WarmStartError(f"the warm-start table has no {objective!r} column")
+    y = pd.to_numeric(df[objective], errors="coerce").astype(float)
+    ok = np.isfinite(y) & (y > 0)
+    if "status" in df.columns:
+        ok &= df["status"].astype(str) == "ok"
+    if not ok.any():
+        raise WarmStartError("the warm-start table has no successful row")
+    frame = df[have].copy()
+    frame = frame[frame.notna().all(axis=1)]
+    groups = [c for c in GROUP_COLUMNS if c in df.columns]
+    keys = df.loc[frame.index, groups].astype(str).agg("|".join, axis=1) if groups else pd.Series("", frame.index)
+    val = y.where(ok).loc[frame.index]
+    best = val.groupby(keys).transform("max" if mode == "max" else "min")
+    frame["__rel"] = (val / best) if mode == "max" else (best / val)
+    frame["__key"] = keys
+    out = []
+    for cfg, g in frame.groupby(have, sort=True, dropna=False):
+        cfg = cfg if isinstance(cfg, tuple) else (cfg,)
+        # One value per group (the median of its rows), then the geometric mean over the groups that measured it.
+        per_group = g.groupby("__key")["__rel"].median().dropna()
+        score = float(np.exp(np.log(per_group).mean())) if len(per_group) else None
+        out.append(({k: _native(v) for k, v in zip(have, cfg, strict=True)}, score))
+    out.sort(key=lambda kv: -1.0 if kv[1] is None else kv[1], reverse=True)
+    return out
+
+
+def in_space(scores: Sequence[tuple[Mapping[str, Any], float | None]],
+             candidates: Sequence[Mapping[str, Any]]) -> list[tuple[int, float | None]]:
+    """(candidate index, score) for every candidate whose knobs match a scored config on the knobs it records: a
+    knob the table never varied can take any value here, and each value carries the config's score."""
+    if not scores or not candidates:
+        return []
+    have = list(scores[0][0])
+    cand = pd.DataFrame([{k: c[k] for k in have} for c in candidates])
+    cand["__i"] = np.arange(len(candidates))
+    prior = pd.DataFrame([{**c, "__s": s} for c, s in scores])
+    try:
+        merged = cand.merge(prior, on=have, how="inner")
+    except (ValueError, TypeError):  # a knob whose values have another type there (e.g. ints as strings)
+        return []
+    return [(int(i), None if pd.isna(s) else float(s)) for i, s in zip(merged["__i"], merged["__s"], strict=True)]
+
+
+def best_configs(scores: Sequence[tuple[Mapping[str, Any], float | None]], n: int) -> list[dict[str, Any]]:
+    """The `n` configs of `prior_scores` with the highest scores (failed ones never)."""
+    return [dict(c) for c, s in scores if s is not None][:n]
+
+
+def _native(v: Any) -> Any:
+    return v.item() if hasattr(v, "item") else v
