@@ -141,3 +141,29 @@ def test_space_compile_for_sm90_writes_rows_and_reports_shared_memory_overflow(t
         assert r["smem_estimate"] == smem_lower_bound(cfg, ARCHS["sm90"], head_dim=128)
         assert r["smem_estimate"] <= r["shared_bytes"]
     assert "failed x1: out of resource: shared memory" in table and "compiled 1" in table
+
+
+@pytest.mark.slow
+def test_the_paged_kernels_spaces_compile_for_every_vendor(tmp_path, capsys):
+    """A paged space's configs compile for AMD and NVIDIA targets on their own default problems (a decode and
+    prefill-chunk GQA batch per head dim: the split-KV kernel and its reduce), judged by the paged rules; a
+    paged space given dense problems is refused before compiling."""
+    paged = _space("amd", "gfx942", {"BLOCK_M": [64], "BLOCK_N": [32], "NUM_SEGMENTS": [1, 4], "num_warps": [4],
+                                      "num_stages": [1]})  # fmt: skip
+    probs = cc.default_problems(paged=True)
+    assert {p.head_dim for p in probs} == set(cc.DEFAULT_HEAD_DIMS) and all(p.kind == "paged" for p in probs)
+    rows = cc.cross_compile(paged, "hip:gfx942", probs[:1], workers=1, timeout_s=1800)
+    assert [r["status"] for r in rows] == ["compiled", "compiled"] and all(r["shared_bytes"] for r in rows)
+    nv = _space("nvidia", "sm90", {"BLOCK_M": [16, 32], "BLOCK_N": [64], "NUM_SEGMENTS": [2], "num_warps": [4],
+                                   "num_stages": [2]})  # fmt: skip
+    rows = cc.cross_compile(nv, "cuda:90", probs[:1], workers=1, timeout_s=1800)
+    assert [r["status"] for r in rows] == ["compiled", "compiled"] and all(r["registers"] for r in rows)
+    # A config the paged rules refuse for a problem (a tile shorter than its GQA group) compiles nothing.
+    [job] = cc.plan_jobs([{"BLOCK_M": 16, "NUM_SEGMENTS": 2}], [probs[0].__class__.from_fields(
+        {"num_seqs": 2, "q_len": 1, "context": 40, "block_size": 16, "hq": 64, "hkv": 2, "head_dim": 64})],
+        cc.parse_target("cuda:90"))  # fmt: skip
+    assert job.full_config is None and "GQA group" in job.refused
+    dense = tmp_path / "dense.yaml"
+    dense.write_text("schema_version: 1\nproblems: [{batch: 1, hq: 2, hkv: 2, seqlen: 64, head_dim: 64, causal: true}]\n")
+    assert cc.space_compile_main("nvidia/sm90_paged", "cuda:90", problems=str(dense)) == 2
+    assert "paged kernel's" in capsys.readouterr().err

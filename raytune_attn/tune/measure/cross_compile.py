@@ -98,9 +98,23 @@ def parse_target(text: str) -> Target:
     return t
 
 
-def default_problems() -> list[Problem]:
+def default_problems(paged: bool = False) -> list[Problem]:
+    """One problem per head dim and mask; for the paged kernel's spaces (`paged`) one GQA batch per head dim that
+    takes both of its paths: decode rows beside a prefill chunk over a cached prefix."""
+    if paged:
+        from raytune_attn.paged_problem import PagedProblem
+
+        return [PagedProblem.from_fields({"mix": [{"num_seqs": 4, "q_len": 1, "context": 1000},
+                                                  {"num_seqs": 1, "q_len": 300, "context": 700}],
+                                          "block_size": 16, "hq": 4 * (1024 // d), "hkv": 1024 // d, "head_dim": d})
+                for d in DEFAULT_HEAD_DIMS]  # fmt: skip
     return [Problem(batch=4, hq=2048 // d, hkv=2048 // d, seqlen_q=4096, seqlen_k=4096, head_dim=d, causal=c)
             for d in DEFAULT_HEAD_DIMS for c in (False, True)]
+
+
+def is_paged_space(space) -> bool:
+    """Whether `space` is the paged kernel's (it has the split-KV knob, validation.is_paged)."""
+    return "NUM_SEGMENTS" in space.names
 
 
 @dataclass(frozen=True)
@@ -112,6 +126,24 @@ class Job:
     refused: str | None
     estimate: int | None  # the shared memory the validation counts for it on the target (bytes, a lower bound)
     prefilter_reason: str | None  # why the validation refuses it on the target's architecture (None: accepted)
+
+
+def _paged_job(index: int, config: dict, problem, target: Target) -> Job:
+    """A paged config's job: the paged kernel's rules (validation.check_paged), then their verdict on the target's
+    architecture; no shared-memory estimate (the paged kernel has no model beyond one K and one V tile)."""
+    from raytune_attn import validation
+
+    kw = dict(head_dim=problem.head_dim, group=problem.hq // problem.hkv, vendor=target.vendor, dtype=problem.dtype)
+    try:
+        full, refused = validation.check_paged(config, **kw), None
+    except InvalidConfig as e:
+        return Job(index, dict(config), problem, None, str(e), None, None)
+    try:
+        validation.check_paged(config, arch=target.prefilter_arch, **kw)
+        reason = None
+    except InvalidConfig as e:
+        reason = str(e)
+    return Job(index, dict(config), problem, full, refused, None, reason)
 
 
 def select_configs(space, sample: int | None = None, seed: int = 0) -> list[dict]:
@@ -132,6 +164,9 @@ def plan_jobs(configs: Iterable[dict], problems: Iterable[Problem], target: Targ
     jobs = []
     for config in configs:
         for problem in problems:
+            if validation.is_paged(config):
+                jobs.append(_paged_job(len(jobs), config, problem, target))
+                continue
             try:
                 full, refused = validate_config(config, head_dim=problem.head_dim, vendor=target.vendor), None
             except InvalidConfig as e:
@@ -247,10 +282,52 @@ def compile_kernel(target: Target, problem: Problem, config: dict):
     import triton
     from triton.compiler import ASTSource
 
-    kernel, args, kwargs = launch_spec(problem, config, target.backend)
-    signature, constexprs, attrs, options = specialize(kernel, args, kwargs, target)
-    return triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target.gpu_target(),
-                          options=options)
+    if getattr(problem, "kind", None) == "paged":
+        specs = paged_launch_specs(problem, config)
+    else:
+        specs = [launch_spec(problem, config, target.backend)]
+    compiled = []
+    for kernel, args, kwargs in specs:
+        signature, constexprs, attrs, options = specialize(kernel, args, kwargs, target)
+        compiled.append(triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target.gpu_target(),
+                                       options=options))
+    return compiled[0]  # the main kernel (a paged config with segments also builds its reduce)
+
+
+def paged_launch_specs(problem, config: dict) -> list[tuple[Any, tuple, dict]]:
+    """(kernel, args, kwargs) of each kernel `paged_attn_fwd` builds for `problem` with a validated paged
+    `config` (the split-KV kernel, and the reduce where it has segments), from shape-only tensors of the problem's
+    compile twin (paged_workload: the same binaries), the kernels stood in for as in `launch_spec`."""
+    import torch
+
+    from raytune_attn.kernels import paged_attn as pa
+    from raytune_attn.tune.measure.paged_workload import compile_twin
+
+    p = compile_twin(problem)
+    lens = p.lengths()
+    pages = max(-(-k // p.block_size) for _, k in lens)
+    total_q, dtype = sum(q for q, _ in lens), getattr(torch, p.dtype)
+
+    def meta(*shape, dt=dtype):
+        return torch.empty(shape, dtype=dt, device="meta")
+
+    q = meta(total_q, p.hq, p.head_dim)
+    cache = meta(len(lens) * pages + 1, p.block_size, p.hkv, p.head_dim)
+    ints = [meta(*shape, dt=torch.int32) for shape in ((len(lens), pages), (len(lens),), (len(lens) + 1,))]
+    launch = {name: _Launch(getattr(pa, name)) for name in ("_paged_fwd", "_paged_reduce")}
+    with _LAUNCH_LOCK:
+        saved = {name: getattr(pa, name) for name in launch}
+        try:
+            for name, stand_in in launch.items():
+                setattr(pa, name, stand_in)
+            pa.paged_attn_fwd(q, cache, torch.empty_like(cache), torch.empty_like(q), *ints, p.seqlen_q, config,
+                              causal=True, scale=p.head_dim ** -0.5, compile_only=True)
+        finally:
+            for name, kernel in saved.items():
+                setattr(pa, name, kernel)
+    return [(kernel, tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a
+                           for a in args), kwargs)
+            for kernel, args, kwargs in (s.seen for s in launch.values() if s.seen)]  # fmt: skip
 
 
 def out_of_shared_memory(shared: int, target: Target) -> str | None:
@@ -443,7 +520,8 @@ def cross_compile(space, target: Target | str, problems: list[Problem] | None = 
     """Compile the space's configs (or a seeded sample) for each problem on `target`; one row a (config, problem),
     in the order configs x problems."""
     target = parse_target(target) if isinstance(target, str) else target
-    jobs = plan_jobs(select_configs(space, sample, seed), problems or default_problems(), target)
+    jobs = plan_jobs(select_configs(space, sample, seed), problems or default_problems(is_paged_space(space)),
+                     target)
     rows = [_base_row(job, space, target) for job in jobs]
     tasks = [(j.index, (target.name, j.problem.to_dict(), j.full_config)) for j in jobs if j.refused is None]
     pool = _Pool(workers or default_workers(), timeout_s)
@@ -545,10 +623,15 @@ def _load_inputs(space, target, problems, sample, out):
         raise CrossCompileError(str(e)) from None
     if sp.vendor != tgt.vendor:
         raise CrossCompileError(f"space {space} is for {sp.vendor} GPUs, target {tgt.name} is {tgt.vendor}")
+    paged = is_paged_space(sp)
     try:
-        probs = load_problems(problems) if problems else default_problems()
+        probs = load_problems(problems) if problems else default_problems(paged)
     except (FileNotFoundError, ProblemSetError) as e:
         raise CrossCompileError(str(e)) from None
+    wrong = [p.key for p in probs if (getattr(p, "kind", None) == "paged") != paged]
+    if wrong:
+        kernel = "the paged kernel's (kind: paged problems)" if paged else "the dense and varlen kernel's"
+        raise CrossCompileError(f"space {space} is {kernel}; {problems} has problems of the other kernel: {wrong[0]}")
     if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
         raise CrossCompileError(f"--sample must be a positive number of configs, got {sample!r}")
     if out is not None and not Path(out).resolve().parent.is_dir():
