@@ -191,7 +191,8 @@ def test_kill_9_of_the_driver_then_resume_counts_each_trial_once(tmp_path, monke
     assert trials["trial_id"].is_unique
     assert trials.groupby("problem_key").size().to_dict() == {k: budget for k in trials["problem_key"].unique()}
     assert trials["problem_key"].nunique() == 2
-    marked = results.read_trials(out / "trials", interrupted=True)
+    assert not (out / "trials").exists()  # every row once, in trials.parquet (the marks too)
+    marked = results.read_trials(out, interrupted=True)
     marked = set(marked.loc[marked["status"] == "interrupted", "trial_id"])
     assert marked == {r["trial_id"] for r in prior.interrupted} and not marked & set(trials["trial_id"])
     handed = [r for r in Ledger(out / resume.LEDGER_NAME).records() if r["kind"] == "trial"]

@@ -349,8 +349,9 @@ def _partition_of(f: Path) -> str | None:
     return None
 
 
-# What makes two rows the same row: a sweep writes each finished trial into its partitions as it ends, then every
-# row again (with re-measures and baselines) into its trials.parquet; a sweep directory holds both.
+# What makes two rows the same row: a sweep writes each finished trial into its partitions (trials/) as it ends,
+# then every row (with re-measures and baselines) into its trials.parquet and removes trials/; a directory holds both
+# where a driver stopped between the two, or where partitions of other sweeps were copied beside a file.
 _ROW_KEY = ("sweep_id", "kind", "impl", "problem_key", PARTITION_COLUMN, "trial_id")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shutil
 import time
 
 from raytune_attn.tune.sweep.remeasure import actor_per_search, remeasure
@@ -22,7 +23,8 @@ def finalize(sweep: Sweep, fit: Fit) -> dict:
     from raytune_attn.tune.sweep.summary import summarize
 
     plan = sweep.plan
-    rows = _trial_rows(sweep, fit)
+    logged = _trial_rows(sweep, fit)
+    rows = [r for r in logged if r.get("status") != results.INTERRUPTED]
     # Final re-measure of each search's top configs with more repetitions; the winner comes from these.
     final_rows = remeasure(sweep, rows)
     # Baselines (PyTorch SDPA's backends) last, once per search, spread over the type's actors. Measured before
@@ -30,7 +32,10 @@ def finalize(sweep: Sweep, fit: Fit) -> dict:
     # steps (launches, graph replays) taking 2-5x longer; a process that ran them alone timed its rungs as fast
     # after as before, so the cause is not that process's state alone, and is not pinned down.
     base_rows = [] if plan.config.no_baselines else _baselines(sweep)
-    df = results.read_trials(results.write_file(rows + final_rows + base_rows, plan.out / "trials.parquet"))
+    path = results.write_file(logged + final_rows + base_rows, plan.out / "trials.parquet")
+    # trials/ was the log of rows as trials ended; trials.parquet now holds each of them (marks included): one copy.
+    shutil.rmtree(plan.out / "trials", ignore_errors=True)
+    df = results.read_trials(path)
     art_path = artifact.write(winners.build_artifact(df), plan.out / "best_configs.json")
     stats = {accel: ray.get([a.stats.remote() for a in acts]) for accel, acts in sweep.cluster.actors.items()}
     summary = summarize(sweep, fit, df, stats, time.time() - sweep.t0)
@@ -44,12 +49,14 @@ def finalize(sweep: Sweep, fit: Fit) -> dict:
 
 
 def _trial_rows(sweep: Sweep, fit: Fit) -> list[dict]:
-    """The rows written as trials finished, plus any finished trial whose row an interruption lost; one each."""
-    from raytune_attn.tune import results
+    """Every trial's row, one each: those written as trials finished (this driver's, in trials/) and by earlier
+    drivers of the sweep (trials.parquet of a finalized attempt), the interrupted marks included, plus any finished
+    trial whose row an interruption lost."""
+    from raytune_attn.tune import winners
     from raytune_attn.tune.sweep.callbacks import row_from_result
 
     out, n_rungs, prov = sweep.plan.out, len(sweep.plan.config.rungs_ms), sweep.state.provenance
-    rows = results.read_trials(out / "trials").to_dict("records") if (out / "trials").exists() else []
+    rows = [r for r in logged_rows(out) if r["kind"] == "trial" and not winners.is_final(r["trial_id"])]
     have = {r["trial_id"] for r in rows}
     for res in fit.grid:
         tid = (res.metrics or {}).get("trial_id")
@@ -57,6 +64,15 @@ def _trial_rows(sweep: Sweep, fit: Fit) -> list[dict]:
         if tid and tid not in have and "search" in cfg and res.metrics:
             rows.append(row_from_result(tid, cfg, res.metrics, n_rungs, prov[cfg["accel"]], meta(sweep.plan)))
     return list({r["trial_id"]: r for r in rows}.values())
+
+
+def logged_rows(out) -> list[dict]:
+    """The rows a sweep directory holds (trials.parquet and trials/, each row once), interrupted marks included."""
+    from raytune_attn.tune import results
+
+    if not (out / "trials").exists() and not (out / "trials.parquet").exists():
+        return []
+    return results.read_trials(out, interrupted=True).to_dict("records")
 
 
 def _baselines(sweep: Sweep) -> list[dict]:

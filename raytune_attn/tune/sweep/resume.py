@@ -50,9 +50,9 @@ def load(out: Path) -> Resume:
     records = Ledger(out / LEDGER_NAME).records()
     attempt = 1 + sum(r["kind"] == "attempt" for r in records)
     rows = []
-    if (out / "trials").exists():
+    if (out / "trials").exists() or (out / "trials.parquet").exists():  # finalized attempts keep trials.parquet only
         try:
-            df = results.read_trials(out / "trials", interrupted=True)
+            df = results.read_trials(out, interrupted=True)
         except results.ResultsError as e:
             raise ResumeStateError(str(e)) from None
         df = df[df["kind"] == "trial"].sort_values("timestamp", kind="stable")
