@@ -1,0 +1,167 @@
+"""The searchers compared by replay on the recorded landscapes: one table, printed and written into docs/search.md.
+
+For each landscape (a recorded table and one problem key of it) and each searcher (the GP with the space file's
+priors, the GP without them, Optuna's TPE, random search), with and without run-to-run noise: the median and the
+worst evaluations to reach 98% of the true best over the seeds (budget + 1 = not reached), and how many seeds got
+within 2% by the budget. The last rows: the geometric mean of the medians over the landscapes, and the GP without
+priors over TPE. Then warm starts across GPUs (WARM_PAIRS): an H100 landscape started from the H200's recorded
+results of the same shape among others, and the reverse, cold and warm, GP and TPE. Deterministic for given options
+(every searcher is seeded, and so is the noise).
+
+    python -m benchmarks.search_table --seeds 5 --write docs/search.md
+
+`--write` replaces the text between the markers BEGIN and END in that file (appends them when absent).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from raytune_attn.tune.search.landscape import load_landscape
+from raytune_attn.tune.search.replay import replay
+
+DATA = Path(__file__).parents[1] / "tests" / "data"
+BEGIN, END = "<!-- search_table: begin -->", "<!-- search_table: end -->"
+# (column, searcher, options): the GP's `priors` option is what `replay --no-priors` switches off.
+VARIANTS = (("gp", "gp", {}), ("gp no priors", "gp", {"priors": False}), ("tpe", "tpe", {}),
+            ("random", "random", {}))  # fmt: skip
+
+
+def landscapes(paths: Sequence[Path], keys_per_file: int) -> list[tuple[Path, str | None]]:
+    """(file, problem key) pairs: the first `keys_per_file` keys of each file in sorted order (0 = all)."""
+    out = []
+    for p in paths:
+        df = pd.read_parquet(p, columns=None)
+        keys = sorted(df.problem_key.unique()) if "problem_key" in df.columns else [None]
+        out += [(p, k) for k in (keys[:keys_per_file] if keys_per_file else keys)]
+    return out
+
+
+def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float) -> dict[str, list]:
+    """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%."""
+    land = load_landscape(path, select={"problem_key": key} if key else {})
+    out = {}
+    for col, name, opts in VARIANTS:
+        s = replay(land, [name], budget=budget, seeds=seeds, noise=noise, options={name: opts})[name]
+        e = s["evals_to_98"]
+        out[col] = [e["median"], e["max"], s["reached_98"]]
+    return out
+
+
+# Warm starts across GPUs: (target table, its problem key or None, the earlier results it starts from).
+WARM_PAIRS = (("landscape_h100_d128_causal_s4096.parquet", None, "h200/w16_landscape.parquet"),
+              ("landscape_h100_d64_full_s1024.parquet", None, "h200/short_full_landscape.parquet"),
+              ("h200/w16_landscape.parquet", "dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16",
+               "landscape_h100_d128_causal_s4096.parquet"),
+              ("h200/short_full_landscape.parquet", "dense-b16-hq32-hkv32-sq1024-sk1024-d64-full-bfloat16",
+               "landscape_h100_d64_full_s1024.parquet"))  # fmt: skip
+# (column, searcher, options, warm as): every GP here runs without the space files' priors.
+WARM_VARIANTS = (("gp cold", "gp", {"priors": False}, None), ("gp warm (model)", "gp", {"priors": False}, "model"),
+                 ("gp warm (design)", "gp", {"priors": False}, "design"), ("tpe cold", "tpe", {}, None),
+                 ("tpe warm (design)", "tpe", {}, "design"))  # fmt: skip
+
+
+def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, budget: int) -> dict[str, list]:
+    """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, warm-started or cold."""
+    from raytune_attn.tune.search.warm import prior_scores
+
+    land = load_landscape(target, select={"problem_key": key} if key else {})
+    warm = prior_scores(source, land.space.names)
+    out = {}
+    for col, name, opts, warm_as in WARM_VARIANTS:
+        s = replay(land, [name], budget=budget, seeds=seeds, options={name: opts}, warm=warm if warm_as else None,
+                   warm_as=warm_as or "model")[name]
+        out[col] = [s["evals_to_98"]["median"], s["evals_to_98"]["max"], s["reached_98"]]
+    return out
+
+
+def warm_table(rows: list[tuple[str, str, dict]], seeds: int) -> str:
+    cols = [c for c, *_ in WARM_VARIANTS]
+    lines = ["| target | earlier results | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+    for target, source, res in rows:
+        lines.append(f"| {target} | {source} | " + " | ".join(f"{_cell(res[c])} ({res[c][2]}/{seeds})" for c in cols)
+                     + " |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def _cell(m: list) -> str:
+    return f"{m[0]:g} / {m[1]}"
+
+
+def table(rows: list[tuple[str, float, dict]], seeds: int) -> str:
+    cols = [c for c, _, _ in VARIANTS]
+    lines = ["| landscape | noise | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
+    for name, noise, res in rows:
+        cells = [f"{_cell(res[c])} ({res[c][2]}/{seeds})" for c in cols]
+        lines.append(f"| {name} | {noise:.0%} | " + " | ".join(cells) + " |")
+    for noise in sorted({n for _, n, _ in rows}):
+        sel = [r for _, n, r in rows if n == noise]
+        geo = {c: math.exp(np.mean([math.log(r[c][0]) for r in sel])) for c in cols}
+        every = {c: sum(r[c][2] == seeds for r in sel) for c in cols}
+        lines.append(f"| geometric mean, every seed within 2% on (of {len(sel)}) | {noise:.0%} | "
+                     + " | ".join(f"{geo[c]:.1f}, {every[c]}" for c in cols) + " |")  # fmt: skip
+        lines.append(f"| gp no priors / tpe | {noise:.0%} | | {geo['gp no priors'] / geo['tpe']:.2f}x | | |")
+    return "\n".join(lines)
+
+
+def write(doc: Path, text: str) -> None:
+    old = doc.read_text()
+    block = f"{BEGIN}\n{text}\n{END}"
+    if BEGIN in old and END in old:
+        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END) :]
+    else:
+        new = old.rstrip("\n") + "\n\n" + block + "\n"
+    doc.write_text(new)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--landscape", action="append", type=Path,
+                    help="Recorded tables (default: tests/data/landscape_h100_*.parquet and tests/data/h200/*).")
+    ap.add_argument("--keys-per-file", type=int, default=1, help="Problem keys per file (sorted; 0 = all).")
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--budget", type=int, default=50)
+    ap.add_argument("--noise", type=float, action="append", help="Noise levels (default 0 and 0.02).")
+    ap.add_argument("--write", type=Path, help="Put the table into this Markdown file between the markers.")
+    ap.add_argument("--no-warm", dest="warm", action="store_false", help="Leave out the warm-start table.")
+    a = ap.parse_args(argv)
+    paths = a.landscape or sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet"))
+    if a.seeds < 1 or a.budget < 1:
+        ap.error("--seeds and --budget must be at least 1")
+    rows = []
+    t0 = time.time()
+    for path, key in landscapes(paths, a.keys_per_file):
+        for noise in a.noise or [0.0, 0.02]:
+            name = path.stem + (f" {key}" if key else "")
+            rows.append((name, noise, measure(path, key, seeds=a.seeds, budget=a.budget, noise=noise)))
+            print(f"{name} noise {noise:.0%}: {rows[-1][2]} ({time.time() - t0:.0f} s)", flush=True)
+    warm_rows = []
+    for target, key, source in WARM_PAIRS if a.warm else ():
+        res = measure_warm(DATA / target, key, DATA / source, seeds=a.seeds, budget=a.budget)
+        warm_rows.append((Path(target).stem + (f" {key}" if key else ""), Path(source).stem, res))
+        print(f"warm {warm_rows[-1][0]} <- {source}: {res} ({time.time() - t0:.0f} s)", flush=True)
+    cmd = ("python -m benchmarks.search_table" + "".join(f" --landscape {p}" for p in a.landscape or [])
+           + f" --keys-per-file {a.keys_per_file} --seeds {a.seeds} --budget {a.budget}"
+           + "".join(f" --noise {n}" for n in a.noise or []) + ("" if a.warm else " --no-warm"))  # fmt: skip
+    text = (f"Median / worst evaluations to 98% of the true best over seeds 0-{a.seeds - 1} (budget {a.budget}; "
+            f"{a.budget + 1} = not reached), in brackets the seeds within 2% by the budget. Measured by:\n\n"
+            f"    {cmd}\n\n" + table(rows, a.seeds))  # fmt: skip
+    if warm_rows:
+        text += ("\n\nWarm starts across GPUs (every GP without the space files' priors; TPE warm: started from the "
+                 "earlier results' 6 best configs), the same figures:\n\n" + warm_table(warm_rows, a.seeds))
+    print(text)
+    if a.write:
+        write(a.write, text)
+        print(f"wrote {a.write}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
