@@ -21,6 +21,7 @@ compiled either way, so a refusal of a config that compiles shows as much as a f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import multiprocessing as mp
@@ -219,6 +220,22 @@ class _Launch:
 _LAUNCH_LOCK = threading.Lock()  # the launcher's kernels are module globals, stood in for one launch at a time
 
 
+@contextlib.contextmanager
+def _stood_in(module, names: tuple[str, ...]):
+    """The kernels `names` of `module` replaced by `_Launch` stand-ins while the block runs (one launch at a time);
+    yields {name: stand-in}, each holding what the launcher would have compiled."""
+    launch = {name: _Launch(getattr(module, name)) for name in names}
+    with _LAUNCH_LOCK:
+        saved = {name: getattr(module, name) for name in names}
+        try:
+            for name, stand_in in launch.items():
+                setattr(module, name, stand_in)
+            yield launch
+        finally:
+            for name, kernel in saved.items():
+                setattr(module, name, kernel)
+
+
 def launch_spec(problem: Problem, config: dict, backend: str) -> tuple[Any, tuple, dict]:
     """(kernel, positional arguments, keyword arguments) that `flash_attn_fwd` compiles for contiguous inputs of
     `problem` with a validated `config`, on a GPU of Triton backend `backend` ("hip" or "cuda"), without memory:
@@ -243,16 +260,8 @@ def launch_spec(problem: Problem, config: dict, backend: str) -> tuple[Any, tupl
         kw.update(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=p.seqlen_q, max_seqlen_k=p.seqlen_k)
     else:
         q, k = meta(p.batch, p.hq, p.seqlen_q, d), meta(p.batch, p.hkv, p.seqlen_k, d)
-    launch = {name: _Launch(getattr(fa, name)) for name in ("_attn_fwd", "_attn_fwd_persistent")}
-    with _LAUNCH_LOCK:
-        saved = {name: getattr(fa, name) for name in launch}
-        try:
-            for name, stand_in in launch.items():
-                setattr(fa, name, stand_in)
-            fa.flash_attn_fwd(q, k, torch.empty_like(k), config, out=torch.empty_like(q), **kw)
-        finally:
-            for name, kernel in saved.items():
-                setattr(fa, name, kernel)
+    with _stood_in(fa, ("_attn_fwd", "_attn_fwd_persistent")) as launch:
+        fa.flash_attn_fwd(q, k, torch.empty_like(k), config, out=torch.empty_like(q), **kw)
     kernel, args, kwargs = next(s.seen for s in launch.values() if s.seen)
     args = tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a for a in args)
     kwargs = {n: v for n, v in kwargs.items() if n not in AMD_ONLY_KNOBS and n != "maxnreg"}
@@ -314,17 +323,9 @@ def paged_launch_specs(problem, config: dict) -> list[tuple[Any, tuple, dict]]:
     q = meta(total_q, p.hq, p.head_dim)
     cache = meta(len(lens) * pages + 1, p.block_size, p.hkv, p.head_dim)
     ints = [meta(*shape, dt=torch.int32) for shape in ((len(lens), pages), (len(lens),), (len(lens) + 1,))]
-    launch = {name: _Launch(getattr(pa, name)) for name in ("_paged_fwd", "_paged_reduce")}
-    with _LAUNCH_LOCK:
-        saved = {name: getattr(pa, name) for name in launch}
-        try:
-            for name, stand_in in launch.items():
-                setattr(pa, name, stand_in)
-            pa.paged_attn_fwd(q, cache, torch.empty_like(cache), torch.empty_like(q), *ints, p.seqlen_q, config,
-                              causal=True, scale=p.head_dim ** -0.5, compile_only=True)
-        finally:
-            for name, kernel in saved.items():
-                setattr(pa, name, kernel)
+    with _stood_in(pa, ("_paged_fwd", "_paged_reduce")) as launch:
+        pa.paged_attn_fwd(q, cache, torch.empty_like(cache), torch.empty_like(q), *ints, p.seqlen_q, config,
+                          causal=True, scale=p.head_dim ** -0.5, compile_only=True)
     return [(kernel, tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a
                            for a in args), kwargs)
             for kernel, args, kwargs in (s.seen for s in launch.values() if s.seen)]  # fmt: skip
