@@ -10,7 +10,9 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   worst success seen, not as 0 TFLOP/s, whose log is -inf. The failed config is never suggested again (base.py).
 * The start (_design.py): the space's priors (priors.py: a start, moves and coupled knob pairs from its YAML file)
   give the initial design: the start for the problem, its one-knob and coupled neighbours and the moves, then a
-  Latin hypercube up to `n_initial`. `priors=False`: the Latin hypercube alone.
+  Latin hypercube up to `n_initial`. `priors=False` (no config from code or files): a maximin Latin hypercube,
+  pair features of the ordered knobs as extra inputs, local steps of any two knobs ranked by an upper confidence
+  bound, a global step every few evaluations without improvement, and a failure classifier (_feasible.py).
 * Local steps (a trust region): after the design, each pick is the unmeasured config with the highest posterior
   mean among the moves from one of the best measured configs: one knob to any value, or both knobs of a coupled
   pair one value each. Global expected improvement, evaluated exactly at every free candidate (the space is
@@ -21,9 +23,10 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   scores), which collapses the posterior variance there, so parallel suggestions spread out.
 * Bounded cost: hyperparameters are refitted on a schedule on at most 60 points (_model.py); each suggestion's
   seconds are recorded in `timings`.
-* Warm start: results of an earlier sweep (another shape or GPU) enter as extra observations, shifted by the
-  median difference to this sweep's measurements on the configs both measured; a config's own measurement replaces
-  its warm value. With `n_initial` or more warm successes, the initial design is skipped.
+* Warm start: results of an earlier sweep (another shape or GPU; warm.py scores them relative to each problem's
+  best) enter as extra observations, shifted by the median difference to this sweep's measurements on the configs
+  both measured (before any, by the difference of the bests); a config's own measurement replaces its warm value.
+  With `n_initial` or more warm successes the initial design is skipped and the first pick is the model's best.
 
 docs/search.md has the measurements behind each choice.
 """
@@ -65,8 +68,9 @@ def _ordinal_value(p, value) -> float:
 
 class GPSearcher(DiscreteSearcher):
     """`problem`: a raytune_attn.problem.Problem, a mapping of some of its fields, or None (the priors' conditions
-    on unknown fields do not hold). `priors`: use the space's priors (start, moves, coupled pairs); False gives a
-    Latin-hypercube design and one-knob local steps. `cost_aware`: global steps rank by EI per compile second."""
+    on unknown fields do not hold). `priors`: use the space's priors (start, moves, coupled pairs); False: none
+    (the module docstring says what replaces them). `warm_start`: earlier results (see `add_warm_start`).
+    `cost_aware`: global steps rank by EI per compile second."""
 
     name = "gp"
     _local_top = 3  # the local steps move from the best this many measured configs
@@ -209,10 +213,9 @@ class GPSearcher(DiscreteSearcher):
         hi = np.array([_ordinal_value(p, p.values[-1]) for p in ordinal])
         cols = [X]
         for a, b in itertools.combinations(range(len(ordinal)), 2):
-            for sign in (1.0, -1.0):
-                lo_ab = lo[a] + sign * (lo[b] if sign > 0 else hi[b])
-                hi_ab = hi[a] + sign * (hi[b] if sign > 0 else lo[b])
-                cols.append(((raw[:, a] + sign * raw[:, b] - lo_ab) / max(hi_ab - lo_ab, 1e-9))[:, None])
+            for v, low, high in ((raw[:, a] + raw[:, b], lo[a] + lo[b], hi[a] + hi[b]),
+                                 (raw[:, a] - raw[:, b], lo[a] - hi[b], hi[a] - lo[b])):  # fmt: skip
+                cols.append(((v - low) / max(high - low, 1e-9))[:, None])
         return np.hstack(cols)
 
     def _training_data(self, liars: Iterable[int]) -> tuple[np.ndarray, np.ndarray, int]:
@@ -277,12 +280,13 @@ class GPSearcher(DiscreteSearcher):
             return int(available[np.random.default_rng(self.seed + len(self._obs)).integers(len(available))])
         gp = self._fit(X, y, n_fit)
         available = self._likely_feasible(available)
-        local = None if self._stalled() else self._neighbours(available)
         if self._warm and not any(v is not None for v in self._scores.values()):
             # Nothing of this search succeeded yet, earlier results are known: their model's best guess first.
             order = np.argsort(-gp.predict(self._F[available]), kind="stable")
             self._runner_ups = [int(available[k]) for k in order[1:1 + RUNNER_UPS]]
+            self.timings.append((len(self._obs), time.perf_counter() - t0))
             return int(available[order[0]])
+        local = None if self._stalled() else self._neighbours(available)
         if local is not None and len(local):
             # Local step: the neighbour the model predicts best (exploitation; EI's exploration is the global
             # steps' job).
