@@ -125,14 +125,16 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
 
 @pytest.mark.slow
 def test_final_re_measure_compares_each_search_on_one_gpu(fake_two_gpu_cluster, tmp_path, monkeypatch):
-    """Two GPUs: trials run on both, but a search's top configs are re-measured on one GPU (the winner is a
+    """Two GPUs: trials run on either, but a search's top configs are re-measured on one GPU (the winner is a
     same-GPU comparison), and the searches are spread over the two."""
     out = _simulated_sweep(fake_two_gpu_cluster, tmp_path, monkeypatch, "--searcher", "random", "--trials-per-gpu",
                            "3", "--top-k", "3", "--family-k", "0")
     df = pd.read_parquet(out / "trials.parquet")
     df["gpu"] = [json.loads(e or "{}").get("gpu") for e in df.extra]
     trials = df[(df.kind == "trial") & ~df.trial_id.str.endswith("-final") & df.tflops.notna()]
-    assert trials.gpu.notna().all() and trials.gpu.nunique() == 2  # both GPUs measured trials
+    # Which GPU runs a trial is whichever actor is free first (on a loaded machine one may take them all): only
+    # that every trial names its GPU is certain; the final re-measure's placement below is decided, not raced.
+    assert trials.gpu.notna().all() and trials.gpu.nunique() in (1, 2)
     final = df[df.trial_id.str.endswith("-final")]
     assert len(final) == 6
     per_search = final.groupby("problem_key").gpu.agg(["nunique", "first"])
