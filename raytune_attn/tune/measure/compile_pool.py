@@ -120,9 +120,11 @@ def _compile_for(problem: Problem, config: dict, target, load: bool, t0: float) 
     if getattr(problem, "kind", None) == "paged":  # judged by the paged kernel's rules, whatever knobs it names
         cfg = validation.check_paged(config, head_dim=problem.head_dim, group=problem.hq // problem.hkv,
                                      vendor=target.vendor, arch=target.prefilter_arch, dtype=problem.dtype)
-        return _compile_paged(problem, cfg, load, t0)
-    cfg = validation.check(config, head_dim=problem.head_dim, vendor=target.vendor, arch=target.prefilter_arch,
-                           dtype=problem.dtype)
+        if load:
+            return _compile_paged(problem, cfg, t0)
+    else:
+        cfg = validation.check(config, head_dim=problem.head_dim, vendor=target.vendor, arch=target.prefilter_arch,
+                               dtype=problem.dtype)
     try:
         compiled = cross_compile.compile_kernel(target, problem, cfg)
         overflow = cross_compile.out_of_shared_memory(int(compiled.metadata.shared), target)
@@ -143,12 +145,10 @@ def _compile_for(problem: Problem, config: dict, target, load: bool, t0: float) 
     return "ok", "", time.perf_counter() - t0, regs, spills, int(compiled.metadata.shared)
 
 
-def _compile_paged(problem, config: dict, load: bool, t0: float) -> tuple:
+def _compile_paged(problem, config: dict, t0: float) -> tuple:
     """A paged config's binaries built and loaded on this node's GPU (paged_workload.compile_paged, the launcher's
-    own warm-up on a small twin problem); InvalidConfig as the launcher raises it. For a target named for other
-    nodes nothing is built: the paged kernel has no cross-compile launch spec, so the GPU worker compiles it."""
-    if not load:
-        return "ok", "", time.perf_counter() - t0, None, None, None
+    own warm-up on a small twin problem); InvalidConfig as the launcher raises it. (For a target named for other
+    nodes the cross-compiler builds them: cross_compile.paged_launch_specs.)"""
     from raytune_attn.tune.measure.paged_workload import compile_paged
 
     compiled = compile_paged(problem, config, device="cuda")
