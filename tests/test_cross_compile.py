@@ -164,6 +164,7 @@ def test_the_paged_kernels_spaces_compile_for_every_vendor(tmp_path, capsys):
         cc.parse_target("cuda:90"))  # fmt: skip
     assert job.full_config is None and "GQA group" in job.refused
     dense = tmp_path / "dense.yaml"
-    dense.write_text("schema_version: 1\nproblems:\n  - {batch: 1, hq: 2, hkv: 2, seqlen: 64, head_dim: 64, causal: true}\n")
+    dense.write_text("schema_version: 1\nproblems:\n"
+                     "  - {batch: 1, hq: 2, hkv: 2, seqlen: 64, head_dim: 64, causal: true}\n")
     assert cc.space_compile_main("nvidia/sm90_paged", "cuda:90", problems=str(dense)) == 2
     assert "paged kernel's" in capsys.readouterr().err
