@@ -22,8 +22,6 @@ import numpy as np
 import pandas as pd
 
 GROUP_COLUMNS = ("problem_key", "gpu")  # what tells one group of comparable speeds from another
-_NOT_KNOBS = {"tflops", "latency_ms", "status", "reason", "rung", "compile_s", "bench_s", "wall_time_s", "trial_id",
-              "timestamp", "kind", "impl", "seed", "searcher"}  # fmt: skip
 
 
 class WarmStartError(ValueError):
@@ -55,7 +53,7 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
     df.columns = [c[len("config/"):] if isinstance(c, str) and c.startswith("config/") else c for c in df.columns]
     if "kind" in df.columns:  # a sweep's table: its trials and final re-measures, not the SDPA baselines
         df = df[df["kind"].astype(str) != "baseline"]
-    have = [k for k in knobs if k in df.columns and k not in _NOT_KNOBS]
+    have = [k for k in knobs if k in df.columns]
     if not have:
         raise WarmStartError(f"the warm-start table has none of the knob columns {sorted(knobs)}")
     if objective not in df.columns:
