@@ -34,11 +34,9 @@ from raytune_attn.tune.search import make_searcher, searcher_class
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import Landscape, load_landscape
-from raytune_attn.tune.search.warm import best_configs, prior_scores
+from raytune_attn.tune.search.warm import WARM_AS, prior_scores, warm_options
 
 THRESHOLDS = (0.95, 0.98)
-WARM_AS = ("model", "design")  # how searchers use earlier results: see `replay`
-WARM_DESIGN = 6  # configs of earlier results a searcher starts from (the GP's own design is 6 with priors)
 
 
 @dataclass(frozen=True)
@@ -114,8 +112,8 @@ def replay(
     warm_as: str = "model",
 ) -> dict[str, dict]:
     """`warm`: earlier results (warm.prior_scores of another table); with `warm_as` "model" the GP takes them all
-    into its model and the other searchers start from their WARM_DESIGN best configs, with "design" every searcher
-    starts from those configs. Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...},
+    into its model and the other searchers start from their best configs, with "design" every searcher starts from
+    those configs (warm.warm_options). Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...},
     "reached_98" (seeds that reached 98% of the best within the budget), "best_at_budget": {"median"},
     "compile_s_to_98": {"median", "max"}, "compile_s_total": {"median", "max"}}."""
     if budget < 1 or seeds < 1:
@@ -167,13 +165,6 @@ def format_table(summary: Mapping[str, Mapping], landscape: Landscape) -> str:
             f"{s['compile_s_to_98']['median']:>18.1f} {s['compile_s_total']['median']:>19.1f}"
         )
     return "\n".join(lines)
-
-
-def warm_options(name: str, warm: Sequence[tuple[dict, float | None]], warm_as: str = "model") -> dict:
-    """A searcher's constructor options for earlier results: the GP's model prior, else the best configs first."""
-    if name == "gp" and warm_as == "model":
-        return {"warm_start": list(warm)}
-    return {"initial": best_configs(warm, WARM_DESIGN)}
 
 
 def replay_command(

@@ -21,7 +21,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from raytune_attn.tune.search.landscape import read_table
+
 GROUP_COLUMNS = ("problem_key", "gpu")  # what tells one group of comparable speeds from another
+WARM_AS = ("model", "design")  # how searchers use earlier results: see `warm_options`
+WARM_DESIGN = 6  # configs of earlier results a searcher starts from (the GP's own design is 6 with priors)
 
 
 class WarmStartError(ValueError):
@@ -49,8 +53,7 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
                  mode: str = "max") -> list[tuple[dict[str, Any], float | None]]:
     """(config over the `knobs` the table has, relative score in (0, 1] or None) per distinct config, best
     first. `mode` "min": the objective is a time (lower is better) and the relative score is best / value."""
-    df = read_results(source)
-    df.columns = [c[len("config/"):] if isinstance(c, str) and c.startswith("config/") else c for c in df.columns]
+    df = read_table(read_results(source))  # Ray Tune's `config/` column prefixes stripped, as for a landscape
     if "kind" in df.columns:  # a sweep's table: its trials and final re-measures, not the SDPA baselines
         df = df[df["kind"].astype(str) != "baseline"]
     have = [k for k in knobs if k in df.columns]
@@ -103,6 +106,14 @@ def in_space(scores: Sequence[tuple[Mapping[str, Any], float | None]],
 def best_configs(scores: Sequence[tuple[Mapping[str, Any], float | None]], n: int) -> list[dict[str, Any]]:
     """The `n` configs of `prior_scores` with the highest scores (failed ones never)."""
     return [dict(c) for c, s in scores if s is not None][:n]
+
+
+def warm_options(name: str, scores: Sequence[tuple[Mapping[str, Any], float | None]], warm_as: str = "model") -> dict:
+    """Searcher `name`'s constructor options for earlier results (`prior_scores`): with `warm_as` "model" the GP's
+    model prior, else (and for every other searcher) the WARM_DESIGN best configs first."""
+    if name == "gp" and warm_as == "model":
+        return {"warm_start": list(scores)}
+    return {"initial": best_configs(scores, WARM_DESIGN)}
 
 
 def _native(v: Any) -> Any:

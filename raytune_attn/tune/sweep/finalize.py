@@ -52,11 +52,11 @@ def _trial_rows(sweep: Sweep, fit: Fit) -> list[dict]:
     """Every trial's row, one each: those written as trials finished (this driver's, in trials/) and by earlier
     drivers of the sweep (trials.parquet of a finalized attempt), the interrupted marks included, plus any finished
     trial whose row an interruption lost."""
-    from raytune_attn.tune import winners
     from raytune_attn.tune.sweep.callbacks import row_from_result
+    from raytune_attn.tune.sweep.resume import logged_trials
 
     out, n_rungs, prov = sweep.plan.out, len(sweep.plan.config.rungs_ms), sweep.state.provenance
-    rows = [r for r in logged_rows(out) if r["kind"] == "trial" and not winners.is_final(r["trial_id"])]
+    rows = logged_trials(out)
     have = {r["trial_id"] for r in rows}
     for res in fit.grid:
         tid = (res.metrics or {}).get("trial_id")
@@ -64,15 +64,6 @@ def _trial_rows(sweep: Sweep, fit: Fit) -> list[dict]:
         if tid and tid not in have and "search" in cfg and res.metrics:
             rows.append(row_from_result(tid, cfg, res.metrics, n_rungs, prov[cfg["accel"]], meta(sweep.plan)))
     return list({r["trial_id"]: r for r in rows}.values())
-
-
-def logged_rows(out) -> list[dict]:
-    """The rows a sweep directory holds (trials.parquet and trials/, each row once), interrupted marks included."""
-    from raytune_attn.tune import results
-
-    if not (out / "trials").exists() and not (out / "trials.parquet").exists():
-        return []
-    return results.read_trials(out, interrupted=True).to_dict("records")
 
 
 def _baselines(sweep: Sweep) -> list[dict]:

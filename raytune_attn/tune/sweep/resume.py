@@ -42,21 +42,30 @@ def tune_name(name: str, attempt: int) -> str:
     return name if attempt <= 1 else f"{name}-attempt{attempt}"
 
 
+def logged_trials(out: Path) -> list[dict]:
+    """Every trial row the sweep in `out` holds, each once, interrupted marks included, in timestamp order: this
+    driver's written as trials ended (trials/) and finalized attempts' (trials.parquet); not the final re-measures
+    or the baselines. ResultsError for an unreadable file."""
+    from raytune_attn.tune import results, winners
+
+    if not (out / "trials").exists() and not (out / "trials.parquet").exists():
+        return []
+    df = results.read_trials(out, interrupted=True)
+    df = df[df["kind"] == "trial"].sort_values("timestamp", kind="stable")
+    return [r for r in df.to_dict("records") if not winners.is_final(r["trial_id"])]
+
+
 def load(out: Path) -> Resume:
     """The earlier runs of the sweep in `out`; ResumeStateError naming a ledger that is corrupt or foreign."""
-    from raytune_attn.tune import results, winners
+    from raytune_attn.tune import results
     from raytune_attn.tune.sweep.searcher import search_key
 
     records = Ledger(out / LEDGER_NAME).records()
     attempt = 1 + sum(r["kind"] == "attempt" for r in records)
-    rows = []
-    if (out / "trials").exists() or (out / "trials.parquet").exists():  # finalized attempts keep trials.parquet only
-        try:
-            df = results.read_trials(out, interrupted=True)
-        except results.ResultsError as e:
-            raise ResumeStateError(str(e)) from None
-        df = df[df["kind"] == "trial"].sort_values("timestamp", kind="stable")
-        rows = [r for r in df.to_dict("records") if not winners.is_final(r["trial_id"])]
+    try:
+        rows = logged_trials(out)
+    except results.ResultsError as e:
+        raise ResumeStateError(str(e)) from None
     seen = {str(r["trial_id"]) for r in rows}
     done: dict[str, list] = {}
     for r in rows:

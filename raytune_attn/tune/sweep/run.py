@@ -124,9 +124,8 @@ def _searcher(plan: Plan, space, info: dict, p, n: int):
 
 def searcher_options(plan: Plan, space) -> dict:
     """The searcher's options from the flags: the GP's priors on or off, and earlier results (--warm-start) as the
-    GP's model prior or, for the other searchers, the configs they start from (replay.warm_options)."""
-    from raytune_attn.tune.search.replay import warm_options
-    from raytune_attn.tune.search.warm import prior_scores
+    GP's model prior or, for the other searchers, the configs they start from (warm.warm_options)."""
+    from raytune_attn.tune.search.warm import prior_scores, warm_options
 
     opts = {"priors": not plan.config.no_priors} if plan.config.searcher == "gp" else {}
     if plan.warm is not None:
