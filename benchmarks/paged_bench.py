@@ -194,7 +194,7 @@ class Bench:
                              hkv=row.hkv, head_dim=row.head_dim, dtype=row.dtype, block_size=row.block_size)
         rec["tuned_source"], rec["tuned_config"] = source, json.dumps(dict(tcfg), sort_keys=True)
         if source == "default":
-            rec["tuned_source"] = "default (no tuned entry for this shape's bucket)"
+            rec["tuned_source"] = "default (no tuned entry for this shape's query bucket)"
         else:
             self._time("tuned", rec, _paged_fn(batch, dict(tcfg)), ref)
 

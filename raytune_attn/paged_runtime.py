@@ -11,8 +11,11 @@ longest context is in that range).
 
 Entries come from the active table of `raytune_attn.runtime` (`load_configs`, or $RAYTUNE_ATTN_CONFIGS on the
 first lookup), which keeps those tuned on this device and Triton major version. When no entry has the call's
-bucket, the config is `kernels.paged_config.default_paged_config` for the call. Several entries in one bucket:
-the one whose problem key sorts first (deterministic).
+bucket, the nearest entry that differs only in its sequence count and longest context (the fewest powers of two
+apart in both together; the query bucket and the exact parts equal) serves it: a decode batch of 8192 keys gets
+the config tuned for 16k, not the untuned heuristic. With no such entry, the config is
+`kernels.paged_config.default_paged_config` for the call. Several entries in one bucket, or at one distance: the
+one whose problem key sorts first (deterministic).
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ def _index(table) -> dict:
 
 def lookup(*, num_seqs: int, max_seqlen_q: int, max_seqlen_k: int, hq: int, hkv: int, head_dim: int, dtype: str,
            block_size: int) -> tuple[dict, str]:
-    """The config for a call and how it was chosen: "bucket:<problem key>" or "default". Memoised per call
+    """The config for a call and how it was chosen: "bucket:<key>", "nearest:<key>" or "default". Memoised per call
     shape; the returned dict is shared (callers must not mutate it)."""
     table = _table()
     idx = _index(table) if table is not None else {}
@@ -79,8 +82,11 @@ def lookup(*, num_seqs: int, max_seqlen_q: int, max_seqlen_k: int, hq: int, hkv:
     if hit is not None:
         return hit
     found = idx.get(key)
+    near = None if found is not None else _nearest(idx, key)
     if found is not None:
         hit = (found[1], "bucket:" + found[0])
+    elif near is not None:
+        hit = (near[1], "nearest:" + near[0])
     else:
         hit = (default_paged_config(head_dim=head_dim, group=hq // hkv, max_seqlen_q=max_seqlen_q,
                                     max_seqlen_k=max_seqlen_k, num_seqs=num_seqs, num_kv_heads=hkv), "default")
@@ -88,6 +94,16 @@ def lookup(*, num_seqs: int, max_seqlen_q: int, max_seqlen_k: int, hq: int, hkv:
         _cache.clear()
     _cache[call] = hit
     return hit
+
+
+def _nearest(idx: dict, key: tuple) -> tuple[str, dict] | None:
+    """The entry of `idx` nearest to bucket `key` in sequences and context (log2 steps), with the same query
+    bucket and exact parts; None if there is none."""
+    def steps(b: tuple) -> int:
+        return abs(b[0].bit_length() - key[0].bit_length()) + abs(b[2].bit_length() - key[2].bit_length())
+
+    same = [(steps(b), entry[0], entry) for b, entry in idx.items() if b[1] == key[1] and b[3:] == key[3:]]
+    return min(same)[2] if same else None
 
 
 def select_paged_config(q, k_cache, block_table, max_seqlen_q: int, max_seqlen_k: int) -> dict:

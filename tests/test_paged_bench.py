@@ -60,8 +60,8 @@ def test_tiny_mode_writes_checked_rows(tmp_path):
 
 
 def test_tuned_artifact_config_is_timed_beside_the_default(tmp_path):
-    """--configs: a row in a tuned entry's bucket runs (and is checked) with that entry's config; the others say
-    they have none."""
+    """--configs: a row in a tuned entry's bucket runs (and is checked) with that entry's config, a decode row of
+    another bucket with the nearest entry's; a row of another query bucket says it has none."""
     key = "paged-n3q1k100-bs16-hq4-hkv2-d16-float32-seed0"  # the bucket of decode-b3-k100
     cfg = {"BLOCK_M": 16, "BLOCK_N": 32, "NUM_SEGMENTS": 2, "num_warps": 2, "num_stages": 1}
     entry = {"accelerator_type": "CPU", "arch": "interpreter", "vendor": "cpu", "problem_key": key, "config": cfg,
@@ -69,7 +69,7 @@ def test_tuned_artifact_config_is_timed_beside_the_default(tmp_path):
              "kernel_source_hash": kernel_source_hash()}
     path = artifact.write(artifact.assemble([entry]), tmp_path / "best_configs.json")
     try:
-        argv = ["--tiny", "--rows", "decode-b1-k40,decode-b3-k100", "--configs", str(path), "--out", str(tmp_path)]
+        argv = ["--tiny", "--rows", "decode-b1-k40,decode-b3-k100,mixed-*", "--configs", str(path), "--out", str(tmp_path)]
         assert paged_bench.main(argv) == 0
     finally:
         runtime.clear_configs()
@@ -78,7 +78,10 @@ def test_tuned_artifact_config_is_timed_beside_the_default(tmp_path):
     assert tuned["tuned_source"] == "bucket:" + key
     assert json.loads(tuned["tuned_config"]) == cfg and json.loads(tuned["paged_config"]) != cfg
     assert tuned["tuned_ok"] and tuned["tuned_err"] <= paged_bench.TOLERANCE["float32"]
-    assert df.loc["decode-b1-k40", "tuned_source"].startswith("default (no tuned entry")
+    near = df.loc["decode-b1-k40"]
+    assert near["tuned_source"] == "nearest:" + key and json.loads(near["tuned_config"]) == cfg
+    assert near["tuned_ok"] and near["tuned_err"] <= paged_bench.TOLERANCE["float32"]
+    assert df.loc["mixed-p2-d3", "tuned_source"].startswith("default (no tuned entry")
 
 
 def test_rows_filter_and_bad_pattern(tmp_path, capsys):
@@ -145,3 +148,14 @@ def test_a_failing_method_or_row_is_reported_and_the_rest_still_runs(tmp_path, m
     assert paged_bench.main(["--tiny", "--rows", "*-b1-*", "--out", str(tmp_path)]) == 1
     df = pd.read_parquet(tmp_path / "paged_bench.parquet")
     assert df["note"].tolist() == ["error: RuntimeError: no kernel for this shape"]
+
+
+def test_prefill_probe_rows_are_checked_against_the_reference():
+    """benchmarks/paged_prefill_probe.py's timing loop on an interpreter-sized row: each method's output is checked
+    against the float32 reference (the probe records the max error beside each time)."""
+    from benchmarks.paged_prefill_probe import time_row
+
+    row = paged_rows.Row("t", "prefill", (5, 7), (9, 30), hq=4, hkv=2, head_dim=16, dtype="float32", block_size=16)
+    recs = time_row(row, "test", "cpu", configs=[(16, 16, 4, 2), (32, 32, 4, 2)])
+    assert [r["method"] for r in recs] == ["paged", "paged", "varlen", "sdpa"]
+    assert all(r["max_err"] < 1e-4 for r in recs)

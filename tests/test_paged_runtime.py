@@ -1,5 +1,5 @@
 """paged_runtime: a paged_attention call's config from the artifact's paged entries by shape bucket, else the
-heuristic default; dense and varlen lookups never see a paged entry."""
+nearest entry of the same query bucket, else the heuristic default; dense and varlen lookups never see a paged entry."""
 
 import pytest
 import triton
@@ -51,9 +51,13 @@ def test_lookup_by_bucket_else_default(tmp_path):
         # Any call in the bucket: 17-32 sequences, longest context 2049-4096.
         assert _call(DECODE, num_seqs=17, max_seqlen_k=2049) == (CFG["DECODE"], "bucket:" + DECODE)
         assert _call(MIXED, num_seqs=40, max_seqlen_q=1500)[1] == "bucket:" + MIXED
-        # Outside every bucket, or another head layout, block size or dtype: the default for the call.
-        for shape in ({"num_seqs": 33}, {"max_seqlen_k": 4097}, {"max_seqlen_q": 2}, {"block_size": 32},
-                      {"dtype": "float16"}, {"hkv": 4}):
+        # Another sequence count or context bucket: the nearest entry of the same query bucket (the decode one
+        # here; the mixed entry's query bucket is 2048), whichever way and however far.
+        for shape in ({"num_seqs": 33}, {"max_seqlen_k": 4097}, {"num_seqs": 1, "max_seqlen_k": 65536}):
+            assert _call(DECODE, **shape) == (CFG["DECODE"], "nearest:" + DECODE)
+        assert _call(MIXED, num_seqs=600, max_seqlen_k=1024) == (CFG["MIXED"], "nearest:" + MIXED)
+        # Another query bucket, head layout, block size or dtype: the default for the call.
+        for shape in ({"max_seqlen_q": 2}, {"block_size": 32}, {"dtype": "float16"}, {"hkv": 4}):
             cfg, how = _call(DECODE, **shape)
             call = {**dict(num_seqs=32, max_seqlen_q=1, max_seqlen_k=4096, hkv=8), **shape}
             assert how == "default"
@@ -84,5 +88,16 @@ def test_one_bucket_two_entries_picks_the_smaller_key(tmp_path):
     _load(tmp_path, [_entry(other, CFG["MIXED"]), _entry(DECODE, CFG["DECODE"])])
     try:
         assert _call(DECODE) == (CFG["DECODE"], "bucket:" + DECODE)
+    finally:
+        runtime.clear_configs()
+
+
+def test_nearest_counts_steps_in_both_sequences_and_context(tmp_path):
+    near = "paged-n8q1k2049~4096-bs16-hq32-hkv8-d128-bfloat16-seed0"  # 2 steps from n32 k4096 (sequences)
+    far = "paged-n128q1k16385~32768-bs16-hq32-hkv8-d128-bfloat16-seed0"  # 2 + 3 steps
+    _load(tmp_path, [_entry(far, CFG["MIXED"]), _entry(near, CFG["DECODE"])])
+    try:
+        assert _call(DECODE) == (CFG["DECODE"], "nearest:" + near)
+        assert _call(DECODE, num_seqs=256, max_seqlen_k=32768) == (CFG["MIXED"], "nearest:" + far)
     finally:
         runtime.clear_configs()

@@ -137,6 +137,13 @@ def _key_loop(q, K, V, bt_row, t_lo, t_hi, lo, hi, horizon, kvh, page, num_block
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
     k_head = K + kvh.to(tl.int64) * stride_kh
     v_head = V + kvh.to(tl.int64) * stride_vh
+    # Each tile's block ids are loaded one iteration ahead (loop-carried), so a K/V load's address never waits
+    # on a load of its own iteration and the pipeliner can issue it stages early.
+    keys = t_lo * BLOCK_N + offs_n
+    if TILE_IN_PAGE:
+        blk = tl.load(bt_row + (t_lo * BLOCK_N) // page, mask=t_lo < t_hi, other=0).to(tl.int64)
+    else:
+        blk = tl.load(bt_row + keys // page, mask=(keys < hi) & (keys >= lo), other=0).to(tl.int64)
     for t in range(t_lo, t_hi):
         start_n = t * BLOCK_N
         keys = start_n + offs_n
@@ -144,17 +151,21 @@ def _key_loop(q, K, V, bt_row, t_lo, t_hi, lo, hi, horizon, kvh, page, num_block
         if TILE_IN_PAGE:
             # The tile lies inside one page (the page size is a multiple of BLOCK_N, or the sequence is one
             # page): one block id for the whole tile, contiguous slots.
-            page_idx = start_n // page
-            blk = tl.load(bt_row + page_idx).to(tl.int64) + tl.full([BLOCK_N], 0, dtype=tl.int64)
-            slots = (start_n - page_idx * page + offs_n).to(tl.int64)
+            slots = (start_n - (start_n // page) * page + offs_n).to(tl.int64)
+            blk_n = blk + tl.full([BLOCK_N], 0, dtype=tl.int64)
         else:
-            blk = tl.load(bt_row + keys // page, mask=valid, other=0).to(tl.int64)
             slots = (keys % page).to(tl.int64)
-        in_cache = (blk >= 0) & (blk < num_blocks)
+            blk_n = blk
+        in_cache = (blk_n >= 0) & (blk_n < num_blocks)
         tl.device_assert(in_cache | ~valid, "block_table holds a block id outside the cache")
         valid = valid & in_cache
-        k = tl.load(k_head + (blk * stride_kb + slots * stride_ks)[:, None] + offs_d[None, :],
+        k = tl.load(k_head + (blk_n * stride_kb + slots * stride_ks)[:, None] + offs_d[None, :],
                     mask=valid[:, None] & d_ok, other=0.0)
+        if TILE_IN_PAGE:
+            blk = tl.load(bt_row + (start_n + BLOCK_N) // page, mask=t + 1 < t_hi, other=0).to(tl.int64)
+        else:
+            nxt = keys + BLOCK_N
+            blk = tl.load(bt_row + nxt // page, mask=(nxt < hi) & (nxt >= lo), other=0).to(tl.int64)
         qk = tl.dot(q, tl.trans(k))
         visible = valid[None, :]
         if IS_CAUSAL:
@@ -165,7 +176,7 @@ def _key_loop(q, K, V, bt_row, t_lo, t_hi, lo, hi, horizon, kvh, page, num_block
         p = tl.math.exp2(qk * qk_scale - m_sub[:, None])
         alpha = tl.math.exp2(m_i - m_sub)
         l_i = l_i * alpha + tl.sum(p, 1)
-        v = tl.load(v_head + (blk * stride_vb + slots * stride_vs)[:, None] + offs_d[None, :],
+        v = tl.load(v_head + (blk_n * stride_vb + slots * stride_vs)[:, None] + offs_d[None, :],
                     mask=valid[:, None] & d_ok, other=0.0)
         acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
         m_i = m_new
