@@ -168,3 +168,40 @@ def test_the_paged_kernels_spaces_compile_for_every_vendor(tmp_path, capsys):
                      "  - {batch: 1, hq: 2, hkv: 2, seqlen: 64, head_dim: 64, causal: true}\n")
     assert cc.space_compile_main("nvidia/sm90_paged", "cuda:90", problems=str(dense)) == 2
     assert "paged kernel's" in capsys.readouterr().err
+
+
+_TWIN_CHECK = """
+import sys
+from unittest import mock
+from raytune_attn.paged_problem import PagedProblem
+from raytune_attn.tune.measure import cross_compile as cc, paged_workload
+problem, target = PagedProblem.from_key(sys.argv[1]), cc.parse_target("cuda:90")
+config = {"BLOCK_M": 64, "BLOCK_N": 64, "NUM_SEGMENTS": 2, "num_warps": 4, "num_stages": 2}
+twin = cc.paged_launch_specs(problem, config)
+with mock.patch.object(paged_workload, "compile_twin", lambda p: p):  # the real problem's own (meta) tensors
+    real = cc.paged_launch_specs(problem, config)
+assert len(twin) == len(real) == 2, (len(twin), len(real))
+for (kernel, args, kwargs), (kernel_r, args_r, kwargs_r) in zip(twin, real, strict=True):
+    assert kernel is kernel_r
+    a, b = cc.specialize(kernel, args, kwargs, target), cc.specialize(kernel_r, args_r, kwargs_r, target)
+    assert a == b, (kernel, a, b)
+print("same")
+"""
+
+
+@pytest.mark.parametrize("key", ["paged-n32q1k2049~4096-bs16-hq32-hkv8-d128-bfloat16-seed0",
+                                 "paged-n2q512~2048k2048~8192+n32q1k1025~8192-bs16-hq32-hkv8-d128-bfloat16-seed0",
+                                 "paged-n1q1k16385~32768-bs256-hq32-hkv8-d128-bfloat16-seed0"])
+def test_the_paged_compile_twin_binds_like_the_real_problem(key):
+    """A compile process builds a paged problem's small twin (paged_workload.compile_twin); its launches must bind
+    to the same signature, constexprs, specialization attributes and options as the real problem's, or the binary
+    it warms is not the one the trial looks up (a block table of 256 pages is 16-divisible, one of 2 is not).
+    Checked by Triton's own binder for an H100, in a process without the interpreter (as compile workers run)."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    done = subprocess.run([sys.executable, "-c", _TWIN_CHECK, key], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0 and done.stdout.strip() == "same", done.stderr[-2000:]

@@ -74,7 +74,9 @@ def _segment_tiles(lo, hi, seg, BLOCK_N: tl.constexpr, NUM_SEGMENTS: tl.constexp
     return t_lo, tl.minimum(t_lo + per_seg, first + n_tiles)
 
 
-@triton.jit(do_not_specialize=["num_seqs", "num_blocks", "page", "max_pages"])
+# Sizes are not specialized on: one binary serves every batch, cache and table size (the block table's row stride
+# is its width, 16-divisible or not), so a compile process can build it from a small twin of the problem.
+@triton.jit(do_not_specialize=["num_seqs", "num_blocks", "page", "max_pages", "stride_bt"])
 def _paged_fwd(Q, K, V, Out, Part, PartM, PartL, block_table, seqused_k, cu_seqlens_q, kv_start,
                num_seqs, num_blocks, page, max_pages, qk_scale,
                stride_qt, stride_qh, stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
