@@ -8,9 +8,8 @@ D = next power of two >= head_dim, min 16, `dtype_bytes` per element):
   feed a tl.dot, so both are pipelined:
       smem >= buffers * 2 * BLOCK_N * D * dtype_bytes
   with buffers = num_stages where the stage being consumed keeps its buffers too (`Arch.all_stages`: Hopper's
-  warp-group MMA tiles, 64+ rows over 4+ warps) and num_stages - 1 elsewhere (`kv_buffers`).
-  (AMD: the stream pipeliner keeps fewer buffers where they would not fit, rather than failing, see
-  `Arch.pipeline_certain`; treated like num_stages == 1.)
+  warp-group MMA tiles, 64+ rows over 4+ warps) and num_stages - 1 elsewhere (`kv_buffers`); on AMD one pair at
+  4 stages, where the stream pipeliner schedules the two chained dots itself (`Arch.chained_dot_stages`).
 * num_stages == 1: no pipelining. The MMA's B operand (K, then V) goes through shared memory on NVIDIA (Hopper's
   wgmma reads it there; on Ampere Triton converts its layout there): smem >= BLOCK_N * D * dtype_bytes, twice
   that on Hopper's warp-group MMA tiles with PRE_LOAD_V (K and V loaded together).
@@ -24,8 +23,8 @@ config of the 450-config study space at D=128 causal, for sm_80 and sm_90, the b
 figure and above the limit wherever the compiled figure is (102 overflows on sm_80, 78 on sm_90, none let
 through, none refused that fits); samples at D=64 and 256 and of the sm90 space's Hopper knobs likewise.
 Triton 3.6 on an H100 (tests/data/landscape_h100_d128_causal_s4096.parquet, all 450 study configs compiled
-there): the bound is <= the real usage for every config too. AMD: LDS never exceeded 64 KB in any compiled
-config (docs/cross-compile.md).
+there): the bound is <= the real usage for every config too. AMD, gfx942 at D=128 (80 sampled configs): 16
+need more than the 64 KB of LDS, all refused, none refused that fits (docs/cross-compile.md).
 
 A compile that runs out of shared memory fails with Triton's "out of resource: shared memory, Required: R,
 Hardware limit: L"; the tuner's `raytune_attn.tune.search.prefilter_report` checks the bound against a table of
@@ -64,9 +63,9 @@ class Arch:
     smem_bytes: int | None  # usable shared memory (LDS) per block; None = unlimited (CPU interpreter)
     b_operand_in_smem: bool  # the MMA instruction reads its B operand from shared memory (Hopper wgmma)
     a_operand_in_smem: bool = False  # Triton also stages the Q tile (wgmma's A operand) in shared memory
-    # Triton's pipeliner for this backend is known to keep (num_stages - 1) buffers and to fail (not shrink) when
-    # they do not fit. Measured for NVIDIA; unknown for AMD's stream pipeliner until compared with a compile
-    # table from an MI GPU, so AMD rejects nothing on stages (a false reject is the one error not allowed).
+    # Triton's pipeliner for this backend is known to keep the buffers `kv_buffers` counts and to fail (not
+    # shrink) when they do not fit: measured at the allocation pass for NVIDIA and AMD (Triton 3.9). Off: stages
+    # count for nothing (a backend not yet measured; a false reject is the one error not allowed).
     pipeline_certain: bool = True
     # Configs for which the pipeliner keeps all num_stages K and V buffers (not num_stages - 1): the loads of the
     # stage being consumed stay in shared memory beside those in flight (Triton 3.9 and 3.6, measured: see the
