@@ -3,8 +3,12 @@
 Kernel configs fail for structured reasons (shared memory over the GPU's limit, too many registers): the failed
 region is a few corners of the space, bounded by products of knobs (tile sizes times stages). A logistic regression
 on the GP inputs and their pairwise products (the quadratic features of _cost.py) draws such a boundary from a
-few failures. It is used only to skip candidates it is sure will fail (probability above SKIP_P); the GP still
-learns each failure as a bad score. Until both outcomes have been seen MIN_EACH times it predicts nothing.
+few failures. It is used only to skip candidates it is sure will fail (probability above SKIP_P). The GP without
+priors does not see the failures at all: the best configs are often the largest that still fit (the next pipeline
+stage or tile size fails), and a failure imputed as a bad score drags the model down right beside them. A weak
+penalty (C) lets a handful of failures draw a sharp boundary: with C = 3 the classifier stayed unsure near the
+edge and the search spent up to half its evaluations there. Until both outcomes have been seen MIN_EACH times it
+predicts nothing.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ from raytune_attn.tune.search._cost import _quadratic
 
 MIN_EACH = 2  # failures and successes seen before the classifier is used
 SKIP_P = 0.9  # candidates predicted to fail with at least this probability are skipped
-C = 3.0  # inverse L2 penalty of the logistic regression (inputs in [0, 1])
+C = 30.0  # inverse L2 penalty of the logistic regression (inputs in [0, 1])
 
 
 def fail_probability(X_seen: np.ndarray, failed: np.ndarray, X_query: np.ndarray) -> np.ndarray | None:

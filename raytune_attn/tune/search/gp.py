@@ -11,8 +11,9 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
 * The start (_design.py): the space's priors (priors.py: a start, moves and coupled knob pairs from its YAML file)
   give the initial design: the start for the problem, its one-knob and coupled neighbours and the moves, then a
   Latin hypercube up to `n_initial`. `priors=False` (no config from code or files): a maximin Latin hypercube,
-  pair features of the ordered knobs as extra inputs, local steps of any two knobs ranked by an upper confidence
-  bound, a global step every few evaluations without improvement, and a failure classifier (_feasible.py).
+  pair features of the ordered knobs as extra inputs, local steps of any two knobs from the best config of each
+  of a few basins ranked by an upper confidence bound, a global step every few evaluations without improvement,
+  and failures left to a classifier (_feasible.py) instead of imputed into the GP.
 * Local steps (a trust region): after the design, each pick is the unmeasured config with the highest posterior
   mean among the moves from one of the best measured configs: one knob to any value, or both knobs of a coupled
   pair one value each. Global expected improvement, evaluated exactly at every free candidate (the space is
@@ -80,6 +81,9 @@ class GPSearcher(DiscreteSearcher):
     _stall = 3  # without priors, a global step every this many evaluations without improvement (0: never)
     _pair_features = True  # without priors, the GP also sees sums and differences of two ordered knobs
     _local_kappa = 1.0  # without priors, local steps rank by mean + kappa * sd (0: the mean alone)
+    _free_top = 5  # without priors, the local steps move from this many measured configs (the best of each basin)
+    _niche = 2  # without priors, each of those differs from the better ones in at least this many knobs
+    _impute_fail = False  # without priors, failures are the classifier's alone (True: also imputed scores of the GP)
 
     def __init__(self, space, *, n_initial: int = 6, problem: Any = None, warm_start: Any = None,
                  priors: bool = True, cost_aware: bool = True, **kw):
@@ -221,6 +225,8 @@ class GPSearcher(DiscreteSearcher):
     def _training_data(self, liars: Iterable[int]) -> tuple[np.ndarray, np.ndarray, int]:
         """Inputs and scores: measured configs, warm-start points and liars; failures imputed; + real count."""
         real = list(self._scores.items())
+        if not (self.priors or self._impute_fail):  # the best configs sit at the failed region's edge: see _feasible
+            real = [(i, s) for i, s in real if s is not None]
         succ = np.array([s for _, s in real if s is not None])
         offset = 0.0
         overlap = [self._scores[self._index[k]] - s for _, k, s in self._warm
@@ -354,7 +360,7 @@ class GPSearcher(DiscreteSearcher):
         return available[p < SKIP_P]
 
     def _neighbours(self, available: np.ndarray) -> np.ndarray | None:
-        """Unmeasured candidates one move away from one of the `_local_top` best measured configs.
+        """Unmeasured candidates one move away from one of the best measured configs (`_centres`).
 
         A move changes one knob (to any of its values), or steps each knob of a coupled pair one value up or down
         at once. Kernel landscapes are rugged globally but locally structured: the best configs sit next to other
@@ -367,12 +373,28 @@ class GPSearcher(DiscreteSearcher):
             return None
         rows = self._cat[available]
         near = np.zeros(len(available), dtype=bool)
-        for _, i in measured[: self._local_top]:
+        for i in self._centres(measured):
             step = rows - self._cat[i]
             near |= (step != 0).sum(axis=1) <= 1
             for a, b in self._pairs:
                 near |= pair_step(step, a, b)
         return available[near]
+
+    def _centres(self, measured: list[tuple[float, int]]) -> list[int]:
+        """The configs the local steps move from, of the measured (score, index) pairs best first: the
+        `_local_top` best with priors; without, the best and then each next best that differs from every one
+        already taken in at least `_niche` knobs, `_free_top` in all. The best few configs are usually one basin's
+        neighbours of each other; a second basin's best gets its own local steps (a niche, as in TuRBO's several
+        trust regions)."""
+        if self.priors:
+            return [i for _, i in measured[: self._local_top]]
+        out: list[int] = []
+        for _, i in measured:
+            if all((self._cat[i] != self._cat[j]).sum() >= self._niche for j in out):
+                out.append(i)
+                if len(out) == self._free_top:
+                    break
+        return out
 
     # ---- state --------------------------------------------------------------------------------------------------
     def get_state(self) -> dict:
