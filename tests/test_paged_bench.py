@@ -69,7 +69,8 @@ def test_tuned_artifact_config_is_timed_beside_the_default(tmp_path):
              "kernel_source_hash": kernel_source_hash()}
     path = artifact.write(artifact.assemble([entry]), tmp_path / "best_configs.json")
     try:
-        argv = ["--tiny", "--rows", "decode-b1-k40,decode-b3-k100,mixed-*", "--configs", str(path), "--out", str(tmp_path)]
+        argv = ["--tiny", "--rows", "decode-b1-k40,decode-b3-k100,mixed-*", "--configs", str(path),
+                "--out", str(tmp_path)]
         assert paged_bench.main(argv) == 0
     finally:
         runtime.clear_configs()
