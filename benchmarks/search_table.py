@@ -8,7 +8,7 @@ priors over TPE. Then warm starts across GPUs (WARM_PAIRS): an H100 landscape st
 results of the same shape among others, and the reverse, cold and warm, GP and TPE. Deterministic for given options
 (every searcher is seeded, and so is the noise).
 
-    python -m benchmarks.search_table --seeds 5 --write docs/search.md
+    python -m benchmarks.search_table --seeds 10 --write docs/search.md
 
 `--write` replaces the text between the markers BEGIN and END in that file (appends them when absent).
 """
@@ -44,12 +44,15 @@ def landscapes(paths: Sequence[Path], keys_per_file: int) -> list[tuple[Path, st
     return out
 
 
-def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float) -> dict[str, list]:
-    """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%."""
+def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float,
+            seed_start: int = 0) -> dict[str, list]:  # fmt: skip
+    """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, over seeds `seed_start` ..
+    `seed_start + seeds - 1`."""
     land = load_landscape(path, select={"problem_key": key} if key else {})
     out = {}
     for col, name, opts in VARIANTS:
-        s = replay(land, [name], budget=budget, seeds=seeds, noise=noise, options={name: opts})[name]
+        s = replay(land, [name], budget=budget, seeds=seeds, seed_start=seed_start, noise=noise,
+                   options={name: opts})[name]  # fmt: skip
         e = s["evals_to_98"]
         out[col] = [e["median"], e["max"], s["reached_98"]]
     return out
@@ -68,7 +71,8 @@ WARM_VARIANTS = (("gp cold", "gp", {"priors": False}, None), ("gp warm (model)",
                  ("tpe warm (design)", "tpe", {}, "design"))  # fmt: skip
 
 
-def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, budget: int) -> dict[str, list]:
+def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, budget: int,
+                 seed_start: int = 0) -> dict[str, list]:  # fmt: skip
     """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, warm-started or cold."""
     from raytune_attn.tune.search.warm import prior_scores
 
@@ -76,8 +80,8 @@ def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, bud
     warm = prior_scores(source, land.space.names)
     out = {}
     for col, name, opts, warm_as in WARM_VARIANTS:
-        s = replay(land, [name], budget=budget, seeds=seeds, options={name: opts}, warm=warm if warm_as else None,
-                   warm_as=warm_as or "model")[name]
+        s = replay(land, [name], budget=budget, seeds=seeds, seed_start=seed_start, options={name: opts},
+                   warm=warm if warm_as else None, warm_as=warm_as or "model")[name]
         out[col] = [s["evals_to_98"]["median"], s["evals_to_98"]["max"], s["reached_98"]]
     return out
 
@@ -126,7 +130,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--landscape", action="append", type=Path,
                     help="Recorded tables (default: tests/data/landscape_h100_*.parquet and tests/data/h200/*).")
     ap.add_argument("--keys-per-file", type=int, default=1, help="Problem keys per file (sorted; 0 = all).")
-    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--seeds", type=int, default=10, help="Seeds per landscape and searcher (a count).")
+    ap.add_argument("--seed-start", type=int, default=0,
+                    help="The first seed (a held-out check: --seed-start 5 --seeds 5 runs seeds 5-9).")  # fmt: skip
     ap.add_argument("--budget", type=int, default=50)
     ap.add_argument("--noise", type=float, action="append", help="Noise levels (default 0 and 0.02).")
     ap.add_argument("--write", type=Path, help="Put the table into this Markdown file between the markers.")
@@ -135,22 +141,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     paths = a.landscape or sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet"))
     if a.seeds < 1 or a.budget < 1:
         ap.error("--seeds and --budget must be at least 1")
+    if a.seed_start < 0:
+        ap.error("--seed-start must be at least 0")
     rows = []
     t0 = time.time()
     for path, key in landscapes(paths, a.keys_per_file):
         for noise in a.noise or [0.0, 0.02]:
             name = path.stem + (f" {key}" if key else "")
-            rows.append((name, noise, measure(path, key, seeds=a.seeds, budget=a.budget, noise=noise)))
+            rows.append((name, noise, measure(path, key, seeds=a.seeds, budget=a.budget, noise=noise,
+                                             seed_start=a.seed_start)))
             print(f"{name} noise {noise:.0%}: {rows[-1][2]} ({time.time() - t0:.0f} s)", flush=True)
     warm_rows = []
     for target, key, source in WARM_PAIRS if a.warm else ():
-        res = measure_warm(DATA / target, key, DATA / source, seeds=a.seeds, budget=a.budget)
+        res = measure_warm(DATA / target, key, DATA / source, seeds=a.seeds, budget=a.budget,
+                           seed_start=a.seed_start)
         warm_rows.append((Path(target).stem + (f" {key}" if key else ""), Path(source).stem, res))
         print(f"warm {warm_rows[-1][0]} <- {source}: {res} ({time.time() - t0:.0f} s)", flush=True)
     cmd = ("python -m benchmarks.search_table" + "".join(f" --landscape {p}" for p in a.landscape or [])
-           + f" --keys-per-file {a.keys_per_file} --seeds {a.seeds} --budget {a.budget}"
+           + f" --keys-per-file {a.keys_per_file} --seeds {a.seeds}"
+           + (f" --seed-start {a.seed_start}" if a.seed_start else "") + f" --budget {a.budget}"
            + "".join(f" --noise {n}" for n in a.noise or []) + ("" if a.warm else " --no-warm"))  # fmt: skip
-    text = (f"Median / worst evaluations to 98% of the true best over seeds 0-{a.seeds - 1} (budget {a.budget}; "
+    last = a.seed_start + a.seeds - 1
+    text = (f"Median / worst evaluations to 98% of the true best over seeds {a.seed_start}-{last} (budget {a.budget}; "
             f"{a.budget + 1} = not reached), in brackets the seeds within 2% by the budget. Measured by:\n\n"
             f"    {cmd}\n\n" + table(rows, a.seeds))  # fmt: skip
     if warm_rows:
