@@ -56,8 +56,10 @@ def _compile(job):
 
 
 def warm(workers: int) -> list[str]:
-    jobs = [(row, CONFIGS[i::max(1, workers // len(rows()))]) for row in rows()
-            for i in range(max(1, workers // len(rows())))]
+    """Every (row, config) compiled by `workers` processes, each row's configs split among workers // rows."""
+    rs = rows()
+    per_row = max(1, workers // len(rs))
+    jobs = [(row, CONFIGS[i::per_row]) for row in rs for i in range(per_row)]
     with mp.get_context("spawn").Pool(workers) as pool:
         return [e for errs in pool.map(_compile, jobs) for e in errs]
 

@@ -82,10 +82,9 @@ def lookup(*, num_seqs: int, max_seqlen_q: int, max_seqlen_k: int, hq: int, hkv:
     if hit is not None:
         return hit
     found = idx.get(key)
-    near = None if found is not None else _nearest(idx, key)
     if found is not None:
         hit = (found[1], "bucket:" + found[0])
-    elif near is not None:
+    elif (near := _nearest(idx, key)) is not None:
         hit = (near[1], "nearest:" + near[0])
     else:
         hit = (default_paged_config(head_dim=head_dim, group=hq // hkv, max_seqlen_q=max_seqlen_q,

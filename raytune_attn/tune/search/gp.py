@@ -76,14 +76,10 @@ class GPSearcher(DiscreteSearcher):
     name = "gp"
     _local_top = 3  # the local steps move from the best this many measured configs
     _design_min = 10  # without priors, the space-filling design grows to this many configs (one per 45 candidates)
-    _all_pairs = True  # without priors, local steps move any two knobs one value each
-    _skip_fail = True  # without priors, skip candidates the failure classifier is sure of (_feasible.py)
     _stall = 3  # without priors, a global step every this many evaluations without improvement (0: never)
-    _pair_features = True  # without priors, the GP also sees sums and differences of two ordered knobs
     _local_kappa = 1.0  # without priors, local steps rank by mean + kappa * sd (0: the mean alone)
     _free_top = 5  # without priors, the local steps move from this many measured configs (the best of each basin)
     _niche = 2  # without priors, each of those differs from the better ones in at least this many knobs
-    _impute_fail = False  # without priors, failures are the classifier's alone (True: also imputed scores of the GP)
 
     def __init__(self, space, *, n_initial: int = 6, problem: Any = None, warm_start: Any = None,
                  priors: bool = True, cost_aware: bool = True, **kw):
@@ -100,7 +96,7 @@ class GPSearcher(DiscreteSearcher):
                            if a in names and b in names]  # fmt: skip
         else:  # no file says which knobs act together: the local steps try every pair
             multi = [k for k, p in enumerate(self.space.params) if len(p.values) > 1]
-            self._pairs = [(a, b) for j, a in enumerate(multi) for b in multi[j + 1:]] if self._all_pairs else []
+            self._pairs = [(a, b) for j, a in enumerate(multi) for b in multi[j + 1:]]
         self._warm: list[tuple[np.ndarray, tuple | None, float | None]] = []  # (x, candidate key or None, score)
         self.timings: list[tuple[int, float]] = []  # (observations told, seconds) per model-based suggestion
         self._reset()
@@ -210,7 +206,7 @@ class GPSearcher(DiscreteSearcher):
         stationary kernel on the knobs alone sees only as a diagonal ridge; no file names those pairs here."""
         X = self.encoding.transform(configs)
         ordinal = [p for p in self.encoding.params if p.encoding in ("log2", "index")]
-        if self.priors or not self._pair_features or len(ordinal) < 2 or not len(configs):
+        if self.priors or len(ordinal) < 2 or not len(configs):
             return X
         raw = np.array([[_ordinal_value(p, c[p.name]) for p in ordinal] for c in configs], dtype=float)
         lo = np.array([_ordinal_value(p, p.values[0]) for p in ordinal])
@@ -225,7 +221,7 @@ class GPSearcher(DiscreteSearcher):
     def _training_data(self, liars: Iterable[int]) -> tuple[np.ndarray, np.ndarray, int]:
         """Inputs and scores: measured configs, warm-start points and liars; failures imputed; + real count."""
         real = list(self._scores.items())
-        if not (self.priors or self._impute_fail):  # the best configs sit at the failed region's edge: see _feasible
+        if not self.priors:  # the best configs sit at the failed region's edge: see _feasible
             real = [(i, s) for i, s in real if s is not None]
         succ = np.array([s for _, s in real if s is not None])
         offset = 0.0
@@ -350,7 +346,7 @@ class GPSearcher(DiscreteSearcher):
     def _likely_feasible(self, available: np.ndarray) -> np.ndarray:
         """`available` less the candidates the failure classifier predicts to fail (without priors; all of them
         when it would skip every one)."""
-        if self.priors or not self._skip_fail:
+        if self.priors:
             return available
         seen = np.array(list(self._scores), dtype=int)
         failed = np.array([s is None for s in self._scores.values()])

@@ -34,7 +34,7 @@ from raytune_attn.tune.search import make_searcher, searcher_class
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import Landscape, load_landscape
-from raytune_attn.tune.search.warm import WARM_AS, prior_scores, warm_options
+from raytune_attn.tune.search.warm import check_warm_as, prior_scores, warm_options
 
 THRESHOLDS = (0.95, 0.98)
 
@@ -121,8 +121,7 @@ def replay(
     if seed_start < 0:
         raise ValueError("--seed-start must be at least 0")
     noise_factors(landscape, noise, 0)  # a bad --noise is refused before any run
-    if warm_as not in WARM_AS:
-        raise ValueError(f"--warm-as takes {' or '.join(WARM_AS)}, got {warm_as!r}")
+    check_warm_as(warm_as)
     best = landscape.best
     out = {}
     for name in searchers:
@@ -189,8 +188,7 @@ def replay_command(
     """What `raytune-attn replay` runs; returns the printed table. `no_priors`: the GP without the space's priors
     (start, moves, coupled pairs), as `--gp-option priors=false`; `noise`: see the module docstring;
     `warm_start`: a results table used as the searchers' prior (`warm_as`, see `replay`)."""
-    if warm_as not in WARM_AS:
-        raise ValueError(f"--warm-as takes {' or '.join(WARM_AS)}, got {warm_as!r}")
+    check_warm_as(warm_as)
     sel = {}
     for item in select:
         col, sep, val = item.partition("=")

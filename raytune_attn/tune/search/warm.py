@@ -108,6 +108,12 @@ def best_configs(scores: Sequence[tuple[Mapping[str, Any], float | None]], n: in
     return [dict(c) for c, s in scores if s is not None][:n]
 
 
+def check_warm_as(warm_as: str) -> None:
+    """ValueError naming the flag for a `warm_as` that is not one of WARM_AS."""
+    if warm_as not in WARM_AS:
+        raise ValueError(f"--warm-as takes {' or '.join(WARM_AS)}, got {warm_as!r}")
+
+
 def warm_options(name: str, scores: Sequence[tuple[Mapping[str, Any], float | None]], warm_as: str = "model") -> dict:
     """Searcher `name`'s constructor options for earlier results (`prior_scores`): with `warm_as` "model" the GP's
     model prior, else (and for every other searcher) the WARM_DESIGN best configs first."""
