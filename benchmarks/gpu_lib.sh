@@ -21,15 +21,21 @@
 #   old_tree PATTERN                     a copy of the tree in /tmp/old with the kernel of
 #                                        .gpu-bundle/ab-base/flash_attn.py (an A/B's old build), printing how many of
 #                                        its lines match PATTERN (which tells the builds apart);
-#   landscape NAME TIMEOUT KEY...        every config of benchmarks/NAME_space.yaml timed on each problem KEY
-#                                        (benchmarks.exhaustive, cold cache, 15 compile processes, 20 ms of runs),
-#                                        written to $OUT/NAME_landscape.parquet.
+#   landscape NAME TIMEOUT KEY...        every config of benchmarks/NAME_space.yaml (SPACE=FILE: that file) timed on
+#                                        each problem KEY (benchmarks.exhaustive, cold cache, 15 compile processes,
+#                                        20 ms of runs), written to $OUT/NAME_landscape.parquet;
+#   grid_cells DTYPE D TIMEOUT           the project's sweep of the bf16/fp16 grid's cells with head dim D (GP over
+#                                        search_spaces/nvidia/sm90.yaml, budget 24, 24 trials a GPU, 15 compile
+#                                        processes, cold cache, SDPA flash and cuDNN in the same sweep), its per-cell
+#                                        table in $OUT/grid_DTYPE_dD.md;
+#   llama_sm90 TIMEOUT                   the same for the Llama-3-8B prefill set (budget 30), table in $OUT/llama.md.
 # The Python environment is the active one (the package installed with its [tune] extra). BUNDLE, or
 # .gpu-bundle/devenv-py312.tar.xz where it exists, is a packed site-packages unpacked first for a bare machine.
 set -u
 BUNDLE=${BUNDLE:-.gpu-bundle/devenv-py312.tar.xz}
 if [ -f "$BUNDLE" ]; then
-  mkdir -p /tmp/site && tar -xJf "$BUNDLE" -C /tmp/site
+  # Unpacked once per machine: scripts that source this file in parallel (on_each_gpu.sh) share it.
+  [ -f /tmp/site/.unpacked ] || { mkdir -p /tmp/site && tar -xJf "$BUNDLE" -C /tmp/site && touch /tmp/site/.unpacked; }
   export PYTHONPATH=/tmp/site:$PWD
 else
   export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
@@ -91,7 +97,7 @@ tune_phases() {  # tune_phases NAME
 landscape() {  # landscape NAME TIMEOUT KEY...: every config of benchmarks/NAME_space.yaml on the KEYs (cold cache)
   local name=$1 limit=$2; shift 2
   TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m benchmarks.exhaustive --resume \
-    --space "benchmarks/${name}_space.yaml" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
+    --space "${SPACE:-benchmarks/${name}_space.yaml}" --out "$OUT/${name}_landscape.parquet" --rep-ms 20 --timeout-s 60 \
     --workers 15 $(printf -- '--problem %s ' "$@") 2>&1 | tee "$OUT/${name}_landscape.log" | grep '^{' | cut -c1-400
   echo "exhaustive rc=${PIPESTATUS[0]}"
 }
@@ -112,6 +118,19 @@ or whole_tensor_descriptors"
       -p no:cacheprovider tests/test_flash_attn.py tests/test_workload.py -k "$sel" >> "$1" 2>&1
     echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
   done
+}
+grid_cells() {  # grid_cells DTYPE D TIMEOUT
+  local dtype=$1 d=$2
+  head_dim_cells "grid_$dtype" "$d"
+  sweep "grid-$dtype-d$d" "$3" "/tmp/grid_${dtype}_d$d.yaml" --searcher gp --budget 24 --trials-per-gpu 24 \
+    --compile-workers 15
+  python3 benchmarks/grid_table.py "/tmp/grid-$dtype-d$d/summary.json" > "$OUT/grid_${dtype}_d$d.md" 2>&1
+  cat "$OUT/grid_${dtype}_d$d.md"
+}
+llama_sm90() {  # llama_sm90 TIMEOUT
+  sweep llama-sm90 "$1" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 --compile-workers 15
+  python3 benchmarks/grid_table.py /tmp/llama-sm90/summary.json > "$OUT/llama.md" 2>&1
+  cat "$OUT/llama.md"
 }
 issue7_grid() {  # issue7_grid DTYPE [TIMEOUT]
   sweep "grid-$1" "${2:-540}" "grid_$1" --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15

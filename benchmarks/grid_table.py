@@ -66,9 +66,14 @@ def _table_or_exit(path: str) -> pd.DataFrame:
         raise SystemExit(f"{path}: not a sweep's summary.json ({type(e).__name__}: {e})") from None
 
 
+def _sweep_name(path: Path) -> str:
+    """A summary's sweep: `NAME_summary.json` -> NAME, `NAME/summary.json` -> NAME."""
+    return path.parent.name if path.name == "summary.json" else path.name.removesuffix("_summary.json")
+
+
 def _merged(paths: list[str]) -> pd.DataFrame:
     """The cells of all `paths`, a later summary's row replacing an earlier one's of the same problem."""
-    parts = [_table_or_exit(p).assign(sweep=Path(p).name.removesuffix("_summary.json")) for p in paths]
+    parts = [_table_or_exit(p).assign(sweep=_sweep_name(Path(p))) for p in paths]
     df = pd.concat(parts).drop_duplicates("problem_key", keep="last")
     return df.sort_values(["head_dim", "causal", "seqlen", "batch"]).reset_index(drop=True)
 
