@@ -1,0 +1,45 @@
+"""benchmarks/on_each_gpu.sh: one job a GPU, side by side, their files packed into one archive. Run with a stand-in
+`nvidia-smi` that lists two GPUs (the script asks it how many there are); the jobs are shell commands."""
+
+import os
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).parents[1]
+SCRIPT = ROOT / "benchmarks" / "on_each_gpu.sh"
+pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+
+
+def _run(tmp_path: Path, *jobs: str) -> subprocess.CompletedProcess:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n")
+    smi.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"), "RUN": "t",
+           "BUNDLE": str(tmp_path / "no-bundle.tar.xz")}
+    return subprocess.run(["bash", str(SCRIPT), *jobs], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_each_job_gets_its_own_gpu_and_the_files_come_back_as_one_archive(tmp_path):
+    res = _run(tmp_path, 'echo "dev=$CUDA_VISIBLE_DEVICES" > "$OUT/a_$CUDA_VISIBLE_DEVICES.txt"',
+               'echo "dev=$CUDA_VISIBLE_DEVICES"; type grid_cells > /dev/null && echo has-lib')
+    assert res.returncode == 0, res.stderr
+    out = tmp_path / "out"
+    assert sorted(p.name for p in out.iterdir()) == ["env.txt", "gpu0.log", "gpu1.log", "t_results.tar.gz"]
+    assert (out / "gpu1.log").read_text().splitlines()[1:] == ["dev=1", "has-lib"]
+    with tarfile.open(out / "t_results.tar.gz") as tar:
+        assert tar.getnames() == ["a_0.txt"]
+        assert tar.extractfile("a_0.txt").read() == b"dev=0\n"
+
+
+def test_more_jobs_than_gpus_is_refused_before_any_runs(tmp_path):
+    res = _run(tmp_path, *[f'touch "$OUT/ran{i}"' for i in range(3)])
+    assert res.returncode == 2
+    assert "3 jobs for 2 GPUs" in res.stderr
+    assert not list((tmp_path / "out").glob("ran*"))
