@@ -6,7 +6,7 @@ worst evaluations to reach 98% of the true best over the seeds (budget + 1 = not
 within 2% by the budget. The last rows: the geometric mean of the medians over the landscapes, and the GP without
 priors over TPE. Then warm starts across GPUs (WARM_PAIRS): an H100 landscape started from the H200's recorded
 results of the same shape among others, and the reverse, cold and warm, GP and TPE. Deterministic for given options
-(every searcher is seeded, and so is the noise).
+(every searcher is seeded, and so is the noise), also with `--jobs N` (N landscapes measured at once).
 
     python -m benchmarks.search_table --seeds 10 --write docs/search.md
 
@@ -19,6 +19,7 @@ import argparse
 import math
 import time
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -136,27 +137,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=50)
     ap.add_argument("--noise", type=float, action="append", help="Noise levels (default 0 and 0.02).")
     ap.add_argument("--write", type=Path, help="Put the table into this Markdown file between the markers.")
+    ap.add_argument("--jobs", type=int, default=1, help="Landscapes measured in parallel processes.")
     ap.add_argument("--no-warm", dest="warm", action="store_false", help="Leave out the warm-start table.")
     a = ap.parse_args(argv)
     paths = a.landscape or sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet"))
     if a.seeds < 1 or a.budget < 1:
         ap.error("--seeds and --budget must be at least 1")
+    if a.jobs < 1:
+        ap.error("--jobs must be at least 1")
     if a.seed_start < 0:
         ap.error("--seed-start must be at least 0")
-    rows = []
     t0 = time.time()
-    for path, key in landscapes(paths, a.keys_per_file):
-        for noise in a.noise or [0.0, 0.02]:
+    cells = [(path, key, noise) for path, key in landscapes(paths, a.keys_per_file) for noise in a.noise or [0.0, 0.02]]
+    warm_pairs = WARM_PAIRS if a.warm else ()
+    with ProcessPoolExecutor(a.jobs) as ex:  # every cell is seeded: the same table for any --jobs
+        futures = [ex.submit(measure, path, key, seeds=a.seeds, budget=a.budget, noise=noise,
+                             seed_start=a.seed_start) for path, key, noise in cells]  # fmt: skip
+        warm_futures = [ex.submit(measure_warm, DATA / target, key, DATA / source, seeds=a.seeds, budget=a.budget,
+                                  seed_start=a.seed_start) for target, key, source in warm_pairs]  # fmt: skip
+        rows = []
+        for (path, key, noise), f in zip(cells, futures, strict=True):
             name = path.stem + (f" {key}" if key else "")
-            rows.append((name, noise, measure(path, key, seeds=a.seeds, budget=a.budget, noise=noise,
-                                             seed_start=a.seed_start)))
+            rows.append((name, noise, f.result()))
             print(f"{name} noise {noise:.0%}: {rows[-1][2]} ({time.time() - t0:.0f} s)", flush=True)
-    warm_rows = []
-    for target, key, source in WARM_PAIRS if a.warm else ():
-        res = measure_warm(DATA / target, key, DATA / source, seeds=a.seeds, budget=a.budget,
-                           seed_start=a.seed_start)
-        warm_rows.append((Path(target).stem + (f" {key}" if key else ""), Path(source).stem, res))
-        print(f"warm {warm_rows[-1][0]} <- {source}: {res} ({time.time() - t0:.0f} s)", flush=True)
+        warm_rows = []
+        for (target, key, source), f in zip(warm_pairs, warm_futures, strict=True):
+            warm_rows.append((Path(target).stem + (f" {key}" if key else ""), Path(source).stem, f.result()))
+            print(f"warm {warm_rows[-1][0]} <- {source}: {warm_rows[-1][2]} ({time.time() - t0:.0f} s)", flush=True)
     cmd = ("python -m benchmarks.search_table" + "".join(f" --landscape {p}" for p in a.landscape or [])
            + f" --keys-per-file {a.keys_per_file} --seeds {a.seeds}"
            + (f" --seed-start {a.seed_start}" if a.seed_start else "") + f" --budget {a.budget}"

@@ -12,8 +12,9 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   give the initial design: the start for the problem, its one-knob and coupled neighbours and the moves, then a
   Latin hypercube up to `n_initial`. `priors=False` (no config from code or files): a maximin Latin hypercube,
   pair features of the ordered knobs as extra inputs, local steps of any two knobs from the best config of each
-  of a few basins ranked by an upper confidence bound, a global step every few evaluations without improvement,
-  and failures left to a classifier (_feasible.py) instead of imputed into the GP.
+  of a few basins (measured local optima) ranked by an upper confidence bound, the basins taken in turn while the
+  best does not improve, a global step every few evaluations without improvement, and failures left to a
+  classifier (_feasible.py) instead of imputed into the GP.
 * Local steps (a trust region): after the design, each pick is the unmeasured config with the highest posterior
   mean among the moves from one of the best measured configs: one knob to any value, or both knobs of a coupled
   pair one value each. Global expected improvement, evaluated exactly at every free candidate (the space is
@@ -79,7 +80,7 @@ class GPSearcher(DiscreteSearcher):
     _stall = 3  # without priors, a global step every this many evaluations without improvement (0: never)
     _local_kappa = 1.0  # without priors, local steps rank by mean + kappa * sd (0: the mean alone)
     _free_top = 5  # without priors, the local steps move from this many measured configs (the best of each basin)
-    _niche = 2  # without priors, each of those differs from the better ones in at least this many knobs
+    _niche = 2  # without priors, each of those differs from every better measured config in at least this many knobs
 
     def __init__(self, space, *, n_initial: int = 6, problem: Any = None, warm_start: Any = None,
                  priors: bool = True, cost_aware: bool = True, **kw):
@@ -328,12 +329,8 @@ class GPSearcher(DiscreteSearcher):
         mu, sd = gp.predict(Xl, return_std=True)
         return mu + self._local_kappa * sd
 
-    def _stalled(self) -> bool:
-        """Without priors, every `_stall`-th evaluation since the best last improved is a global step: the local
-        steps climb from wherever the space-filling design landed, which is often a local optimum far from the
-        best; a few global expected-improvement steps let the search jump to another basin (TuRBO's restarts)."""
-        if self.priors or not self._stall:
-            return False
+    def _since(self) -> int:
+        """Evaluations since the best score last improved (0 right after an improvement)."""
         best, since = -math.inf, 0
         for _, v in self._obs:
             s = self._score(v)
@@ -341,6 +338,15 @@ class GPSearcher(DiscreteSearcher):
                 best, since = s, 0
             else:
                 since += 1
+        return since
+
+    def _stalled(self) -> bool:
+        """Without priors, every `_stall`-th evaluation since the best last improved is a global step: the local
+        steps climb from wherever the space-filling design landed, which is often a local optimum far from the
+        best; a few global expected-improvement steps let the search jump to another basin (TuRBO's restarts)."""
+        if self.priors or not self._stall:
+            return False
+        since = self._since()
         return since > 0 and since % self._stall == 0
 
     def _likely_feasible(self, available: np.ndarray) -> np.ndarray:
@@ -369,7 +375,11 @@ class GPSearcher(DiscreteSearcher):
             return None
         rows = self._cat[available]
         near = np.zeros(len(available), dtype=bool)
-        for i in self._centres(measured):
+        centres = self._centres(measured)
+        since = 0 if self.priors else self._since()
+        if since:  # no improvement lately: each basin's best in turn (TuRBO gives each trust region its steps)
+            centres = [centres[(since - 1) % len(centres)]]
+        for i in centres:
             step = rows - self._cat[i]
             near |= (step != 0).sum(axis=1) <= 1
             for a, b in self._pairs:
@@ -378,15 +388,16 @@ class GPSearcher(DiscreteSearcher):
 
     def _centres(self, measured: list[tuple[float, int]]) -> list[int]:
         """The configs the local steps move from, of the measured (score, index) pairs best first: the
-        `_local_top` best with priors; without, the best and then each next best that differs from every one
-        already taken in at least `_niche` knobs, `_free_top` in all. The best few configs are usually one basin's
-        neighbours of each other; a second basin's best gets its own local steps (a niche, as in TuRBO's several
-        trust regions)."""
+        `_local_top` best with priors; without, the best of each basin: the best, then each next best that differs
+        in at least `_niche` knobs from every better measured config (no better config is one knob away: a local
+        optimum of what is measured), `_free_top` in all. The best few configs are usually one basin's neighbours
+        of each other; a second basin's best gets its own local steps (a niche, as in TuRBO's several trust
+        regions)."""
         if self.priors:
             return [i for _, i in measured[: self._local_top]]
         out: list[int] = []
-        for _, i in measured:
-            if all((self._cat[i] != self._cat[j]).sum() >= self._niche for j in out):
+        for k, (_, i) in enumerate(measured):
+            if all((self._cat[i] != self._cat[j]).sum() >= self._niche for _, j in measured[:k]):
                 out.append(i)
                 if len(out) == self._free_top:
                     break
