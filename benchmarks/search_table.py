@@ -10,7 +10,9 @@ results of the same shape among others, and the reverse, cold and warm, GP and T
 
     python -m benchmarks.search_table --seeds 10 --write docs/search.md
 
-`--write` replaces the text between the markers BEGIN and END in that file (appends them when absent).
+`--write` replaces the text between the markers BEGIN and END in that file (appends them when absent); with
+`--section NAME` the markers name the section, so one file holds several tables (e.g. the held-out landscapes of
+tests/data/heldout/, kept apart from the ones the searchers were developed on).
 """
 
 from __future__ import annotations
@@ -116,11 +118,12 @@ def table(rows: list[tuple[str, float, dict]], seeds: int) -> str:
     return "\n".join(lines)
 
 
-def write(doc: Path, text: str) -> None:
+def write(doc: Path, text: str, section: str | None = None) -> None:
+    begin, end = (BEGIN, END) if section is None else (m.replace(":", f" {section}:") for m in (BEGIN, END))
     old = doc.read_text()
-    block = f"{BEGIN}\n{text}\n{END}"
-    if BEGIN in old and END in old:
-        new = old[: old.index(BEGIN)] + block + old[old.index(END) + len(END) :]
+    block = f"{begin}\n{text}\n{end}"
+    if begin in old and end in old:
+        new = old[: old.index(begin)] + block + old[old.index(end) + len(end) :]
     else:
         new = old.rstrip("\n") + "\n\n" + block + "\n"
     doc.write_text(new)
@@ -137,6 +140,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--budget", type=int, default=50)
     ap.add_argument("--noise", type=float, action="append", help="Noise levels (default 0 and 0.02).")
     ap.add_argument("--write", type=Path, help="Put the table into this Markdown file between the markers.")
+    ap.add_argument("--section", help="With --write: the markers of this named section instead of the default ones.")
     ap.add_argument("--jobs", type=int, default=1, help="Landscapes measured in parallel processes.")
     ap.add_argument("--no-warm", dest="warm", action="store_false", help="Leave out the warm-start table.")
     a = ap.parse_args(argv)
@@ -167,7 +171,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     cmd = ("python -m benchmarks.search_table" + "".join(f" --landscape {p}" for p in a.landscape or [])
            + f" --keys-per-file {a.keys_per_file} --seeds {a.seeds}"
            + (f" --seed-start {a.seed_start}" if a.seed_start else "") + f" --budget {a.budget}"
-           + "".join(f" --noise {n}" for n in a.noise or []) + ("" if a.warm else " --no-warm"))  # fmt: skip
+           + "".join(f" --noise {n}" for n in a.noise or []) + ("" if a.warm else " --no-warm")
+           + (f" --section {a.section}" if a.section else ""))  # fmt: skip
     last = a.seed_start + a.seeds - 1
     text = (f"Median / worst evaluations to 98% of the true best over seeds {a.seed_start}-{last} (budget {a.budget}; "
             f"{a.budget + 1} = not reached), in brackets the seeds within 2% by the budget. Measured by:\n\n"
@@ -177,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                  "earlier results' 6 best configs), the same figures:\n\n" + warm_table(warm_rows, a.seeds))
     print(text)
     if a.write:
-        write(a.write, text)
+        write(a.write, text, a.section)
         print(f"wrote {a.write}")
     return 0
 
