@@ -151,6 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--jobs must be at least 1")
     if a.seed_start < 0:
         ap.error("--seed-start must be at least 0")
+    if a.section and not a.write:
+        ap.error("--section names where --write puts the table: give --write FILE with it")
     t0 = time.time()
     cells = [(path, key, noise) for path, key in landscapes(paths, a.keys_per_file) for noise in a.noise or [0.0, 0.02]]
     warm_pairs = WARM_PAIRS if a.warm else ()

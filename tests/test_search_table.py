@@ -1,6 +1,8 @@
 """benchmarks/search_table: the table lands between its markers, a named section's apart from the default one's."""
 
-from benchmarks.search_table import BEGIN, END, write
+import pytest
+
+from benchmarks.search_table import BEGIN, END, main, write
 
 
 def test_write_replaces_only_its_own_section(tmp_path):
@@ -16,3 +18,10 @@ def test_write_replaces_only_its_own_section(tmp_path):
     assert "<!-- search_table heldout: begin -->\nheld-out table v2\n<!-- search_table heldout: end -->" in text
     assert "v1" not in text
     assert text.count("search_table: begin") == 1 and text.count("search_table heldout: begin") == 1
+
+
+def test_section_without_write_is_refused_before_any_replay(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--section", "heldout", "--seeds", "1", "--budget", "1", "--no-warm"])
+    assert e.value.code == 2
+    assert "--section names where --write puts the table" in capsys.readouterr().err
