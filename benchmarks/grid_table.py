@@ -1,8 +1,8 @@
 """Issue 7's comparison from a sweep's summary.json: tuned kernel against SDPA's flash and cuDNN backends, measured
 in the same sweep on the same GPU, one row per cell, and geometric means (all, and per head dim).
 
-    cd docs/benchmarks && python ../../benchmarks/grid_table.py h200/grid_bf16_d64_summary.json \
-        h200/grid_bf16_d128_d256_summary.json h200/grid_bf16_d256_summary.json --csv h200/grid_bf16.csv
+    cd docs/benchmarks && python ../../benchmarks/grid_table.py h200/sweep_bf16_d64/summary.json \
+        h200/sweep_bf16_d128/summary.json h200/sweep_bf16_d256/summary.json --csv h200/grid_bf16.csv
 
 Several summaries make one table: a later sweep's cells replace an earlier one's (a `sweep` column names each row's).
 Each row, and so each ratio to SDPA, stays one sweep's; only the geometric means mix sweeps.

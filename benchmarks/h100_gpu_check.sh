@@ -3,7 +3,7 @@
 # (benchmarks/h100_kernel_table.py) and, in what is left of the time, the gpu_slow cases; every log into $OUT.
 # Run from the repository root on a GPU machine:
 #   bash benchmarks/h100_gpu_check.sh WINNERS.json [SLOW_LIMIT_S]
-# WINNERS: the best-configs artifact of the D=128 bf16 grid cells (docs/benchmarks/h200/grid_bf16_d128_d256_...).
+# WINNERS: the best-configs artifact of the D=128 bf16 grid cells (docs/benchmarks/h200/sweep_bf16_d128/best_configs.json).
 set -u
 WINNERS=${1:?usage: h100_gpu_check.sh WINNERS.json [SLOW_LIMIT_S]}
 SLOW_LIMIT=${2:-0}

@@ -5,7 +5,7 @@ inputs.
     python3 benchmarks/kernel_ab.py --out $OUT/ab.json [--variants tma,rev+tma] [--seqs 512,1024,4096,16384]
 
 Cells of the issue-7 grid (B*S = 16384, H*D = 2048; D in 64/128/256, causal and not). Per cell: the tuned winner
-(default `docs/benchmarks/h200/grid_bf16_d128_d256_best_configs.json`, `--winners` for another), the winner with
+(default `docs/benchmarks/h200/sweep_bf16_d128/best_configs.json`, `--winners` for another), the winner with
 each variant's knobs, and, for sequences of at most `--short` tokens, the `SHORT` configs of the head dim with and
 without the variants. Everything goes through
 `gpu_knobs_check.run_problem`: a compile pool first, a check against a float32 reference, then a median time with
@@ -37,7 +37,7 @@ from raytune_attn.problem import Problem  # noqa: E402
 from raytune_attn.tune.measure.compile_pool import CompilePool  # noqa: E402
 from raytune_attn.tune.measure.workload import make_workload  # noqa: E402
 
-WINNERS = HERE.parent / "docs" / "benchmarks" / "h200" / "grid_bf16_d128_d256_best_configs.json"
+WINNERS = HERE.parent / "docs" / "benchmarks" / "h200" / "sweep_bf16_d128" / "best_configs.json"
 # Runs 17-19 measured five knobs that are gone since (docs/kernel.md, "Tried and dropped"): pqk = PIPELINE_QK,
 # tmaq = TMA_Q, tmao = TMA_O (tmaqo both), qreg = Q_IN_REGS, flat = FLATTEN (with PERSISTENT and no SPLIT_MASK).
 # A variant is a set of knob values; add one here to A/B a new knob.
