@@ -28,6 +28,8 @@
 #                                        search_spaces/nvidia/sm90.yaml, budget 24, 24 trials a GPU, 15 compile
 #                                        processes, cold cache, SDPA flash and cuDNN in the same sweep), its per-cell
 #                                        table in $OUT/grid_DTYPE_dD.md;
+#   grid_cell DTYPE D S MASK BUDGET TIMEOUT  one cell of that grid (MASK full or causal) with BUDGET trials, table in
+#                                        $OUT/cell-DTYPE-dD-sS-MASK.md;
 #   llama_sm90 TIMEOUT                   the same for the Llama-3-8B prefill set (budget 30), table in $OUT/llama.md.
 # The Python environment is the active one (the package installed with its [tune] extra). BUNDLE, or
 # .gpu-bundle/devenv-py312.tar.xz where it exists, is a packed site-packages unpacked first for a bare machine.
@@ -126,6 +128,15 @@ grid_cells() {  # grid_cells DTYPE D TIMEOUT
     --compile-workers 15
   python3 benchmarks/grid_table.py "/tmp/grid-$dtype-d$d/summary.json" > "$OUT/grid_${dtype}_d$d.md" 2>&1
   cat "$OUT/grid_${dtype}_d$d.md"
+}
+grid_cell() {  # grid_cell DTYPE D S MASK BUDGET TIMEOUT
+  local dtype=$1 d=$2 s=$3 mask=$4 name="cell-$1-d$2-s$3-$4"
+  python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/grid_$dtype.yaml')); \
+d['problems'] = [p for p in d['problems'] if (p['head_dim'], p['seqlen'], p['causal']) == ($d, $s, '$mask' == 'causal')]; \
+d['name'] = '$name'; yaml.safe_dump(d, open('/tmp/$name.yaml', 'w'))"
+  sweep "$name" "$6" "/tmp/$name.yaml" --searcher gp --budget "$5" --trials-per-gpu 24 --compile-workers 15
+  python3 benchmarks/grid_table.py "/tmp/$name/summary.json" > "$OUT/$name.md" 2>&1
+  cat "$OUT/$name.md"
 }
 llama_sm90() {  # llama_sm90 TIMEOUT
   sweep llama-sm90 "$1" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 --compile-workers 15

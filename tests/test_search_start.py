@@ -28,7 +28,8 @@ PARAMS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
 WARP_SPECIALIZED = ("warp specialized, wide keys, persistent", "warp specialized",
                     "warp specialized, persistent, one Q buffer",
                     "warp specialized, wide keys, persistent, heavy-first by pairs of heads",
-                    "warp specialized, wide keys, heavy-first grid")  # fmt: skip
+                    "warp specialized, wide keys, heavy-first grid",
+                    "warp specialized, persistent, one Q buffer, heavy-first by pairs of heads")  # fmt: skip
 
 
 def _gp(space, seed: int = 0, **problem):
@@ -304,9 +305,9 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
 @pytest.mark.slow
 def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
     # Causal tiles differ in work. The Hopper file screens the layout heavy-first (REVERSE_M) for causal problems:
-    # at D=256 both of its forms; at D <= 128 up to 4096 query rows the persistent form both in launch order and
-    # heavy-first by pairs of heads (LPT_GROUP 2). A space without the heavy-first order (REVERSE_M false only)
-    # gets the launch-order forms.
+    # at D=256 both of its forms, and up to 4096 query rows the persistent one also by pairs of heads (LPT_GROUP 2);
+    # at D <= 128 up to 4096 query rows the persistent form both in launch order and heavy-first by pairs of heads.
+    # A space without the heavy-first order (REVERSE_M false only) gets the launch-order forms.
     sm90 = load_space("nvidia/sm90")
     # LPT_GROUP orders the heavy-first persistent grid: without REVERSE_M it keeps its value 0 only.
     straight_only = _sm90_without_priors(lambda doc: doc["parameters"].update(REVERSE_M=[False], LPT_GROUP=[0]))
@@ -321,9 +322,11 @@ def test_the_warp_specialized_layout_goes_heavy_first_for_causal_problems():
         assert orders(sm90, 128, s, True) == [(False, 0), (True, 2)]
         assert orders(sm90, 128, s, False) == [(False, 0)]
         assert orders(straight_only, 128, s, True) == [(False, 0)]
-    assert orders(sm90, 256, 4096, True) == [(True, 0), (True, 0)]
-    assert orders(sm90, 256, 4096, False) == [(False, 0), (False, 0)]
-    assert orders(straight_only, 256, 4096, True) == [(False, 0), (False, 0)]
+    for s in (4096, 512):
+        assert orders(sm90, 256, s, True) == [(True, 0), (True, 0), (True, 2)]
+        assert orders(sm90, 256, s, False) == [(False, 0), (False, 0)]
+        assert orders(straight_only, 256, s, True) == [(False, 0), (False, 0)]
+    assert orders(sm90, 256, 8192, True) == [(True, 0), (True, 0)]
 
 
 @pytest.mark.slow
