@@ -11,8 +11,10 @@
 #                                        with PER_GPU trials per GPU, on a copy of precompile's cache, the host
 #                                        cleared first, `vmstat -t 1` beside it in $OUT/vmstat_NAME.txt;
 #   clear_host                           stops what a sweep cut by its time limit leaves behind;
-#   head_dim_cells GRID D                the cells of pipelines/problems/GRID.yaml with head dim D, written to
-#                                        /tmp/GRID_dD.yaml (a problem set named GRID_dD);
+#   cells GRID NAME CONDITION            the cells p of pipelines/problems/GRID.yaml for which the Python expression
+#                                        CONDITION holds, written to /tmp/NAME.yaml (a problem set named NAME);
+#   head_dim_cells GRID D                those with head dim D, in /tmp/GRID_dD.yaml;
+#   table_md SWEEP FILE                  sweep SWEEP's per-cell table (benchmarks/grid_table.py) in $OUT/FILE;
 #   tune_phases NAME                     where sweep NAME's time went, from its summary;
 #   issue7_grid DTYPE [TIMEOUT]          the 36-cell grid of DTYPE (bf16 or fp16) over the Hopper space (GP, budget 24,
 #                                        cold cache, 15 compile processes, SDPA after the sweep; 540 s by default);
@@ -86,10 +88,17 @@ clear_host() {  # what a sweep cut by its time limit leaves: Ray's processes and
   python3 -m ray.scripts.scripts stop --force > /dev/null 2>&1; pkill -9 -f multiprocessing.spawn; sleep 2
   echo "python processes left: $(pgrep -c python3)"
 }
-head_dim_cells() {  # head_dim_cells GRID D
+cells() {  # cells GRID NAME CONDITION: the problems p of pipelines/problems/GRID.yaml for which the Python
+  # expression CONDITION holds, as a problem set NAME in /tmp/NAME.yaml
   python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/$1.yaml')); \
-d['problems'] = [p for p in d['problems'] if p['head_dim'] == $2]; d['name'] = '$1_d$2'; \
-yaml.safe_dump(d, open('/tmp/$1_d$2.yaml', 'w'))"
+d['problems'] = [p for p in d['problems'] if $3]; d['name'] = '$2'; yaml.safe_dump(d, open('/tmp/$2.yaml', 'w'))"
+}
+head_dim_cells() {  # head_dim_cells GRID D
+  cells "$1" "$1_d$2" "p['head_dim'] == $2"
+}
+table_md() {  # table_md SWEEP FILE: sweep SWEEP's per-cell table (grid_table.py) in $OUT/FILE, and printed
+  python3 benchmarks/grid_table.py "/tmp/$1/summary.json" > "$OUT/$2" 2>&1
+  cat "$OUT/$2"
 }
 tune_phases() {  # tune_phases NAME
   python3 -c "import json; s = json.load(open('/tmp/$1/summary.json')); print('$1', {k: s.get(k) for k in \
@@ -126,22 +135,17 @@ grid_cells() {  # grid_cells DTYPE D TIMEOUT
   head_dim_cells "grid_$dtype" "$d"
   sweep "grid-$dtype-d$d" "$3" "/tmp/grid_${dtype}_d$d.yaml" --searcher gp --budget 24 --trials-per-gpu 24 \
     --compile-workers 15
-  python3 benchmarks/grid_table.py "/tmp/grid-$dtype-d$d/summary.json" > "$OUT/grid_${dtype}_d$d.md" 2>&1
-  cat "$OUT/grid_${dtype}_d$d.md"
+  table_md "grid-$dtype-d$d" "grid_${dtype}_d$d.md"
 }
 grid_cell() {  # grid_cell DTYPE D S MASK BUDGET TIMEOUT
-  local dtype=$1 d=$2 s=$3 mask=$4 name="cell-$1-d$2-s$3-$4"
-  python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/grid_$dtype.yaml')); \
-d['problems'] = [p for p in d['problems'] if (p['head_dim'], p['seqlen'], p['causal']) == ($d, $s, '$mask' == 'causal')]; \
-d['name'] = '$name'; yaml.safe_dump(d, open('/tmp/$name.yaml', 'w'))"
+  local name="cell-$1-d$2-s$3-$4"
+  cells "grid_$1" "$name" "(p['head_dim'], p['seqlen'], p['causal']) == ($2, $3, '$4' == 'causal')"
   sweep "$name" "$6" "/tmp/$name.yaml" --searcher gp --budget "$5" --trials-per-gpu 24 --compile-workers 15
-  python3 benchmarks/grid_table.py "/tmp/$name/summary.json" > "$OUT/$name.md" 2>&1
-  cat "$OUT/$name.md"
+  table_md "$name" "$name.md"
 }
 llama_sm90() {  # llama_sm90 TIMEOUT
   sweep llama-sm90 "$1" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 --compile-workers 15
-  python3 benchmarks/grid_table.py /tmp/llama-sm90/summary.json > "$OUT/llama.md" 2>&1
-  cat "$OUT/llama.md"
+  table_md llama-sm90 llama.md
 }
 issue7_grid() {  # issue7_grid DTYPE [TIMEOUT]
   sweep "grid-$1" "${2:-540}" "grid_$1" --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15

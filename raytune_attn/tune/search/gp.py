@@ -289,7 +289,8 @@ class GPSearcher(DiscreteSearcher):
             self._runner_ups = [int(available[k]) for k in order[1:1 + RUNNER_UPS]]
             self.timings.append((len(self._obs), time.perf_counter() - t0))
             return int(available[order[0]])
-        local = None if self._stalled() else self._neighbours(available)
+        since = 0 if self.priors else self._since()
+        local = None if self._stalled(since) else self._neighbours(available, since)
         if local is not None and len(local):
             # Local step: the neighbour the model predicts best (exploitation; EI's exploration is the global
             # steps' job).
@@ -340,13 +341,13 @@ class GPSearcher(DiscreteSearcher):
                 since += 1
         return since
 
-    def _stalled(self) -> bool:
-        """Without priors, every `_stall`-th evaluation since the best last improved is a global step: the local
-        steps climb from wherever the space-filling design landed, which is often a local optimum far from the
-        best; a few global expected-improvement steps let the search jump to another basin (TuRBO's restarts)."""
+    def _stalled(self, since: int) -> bool:
+        """Without priors, every `_stall`-th evaluation since the best last improved (`since`, from `_since`) is a
+        global step: the local steps climb from wherever the space-filling design landed, which is often a local
+        optimum far from the best; a few global expected-improvement steps let the search jump to another basin
+        (TuRBO's restarts)."""
         if self.priors or not self._stall:
             return False
-        since = self._since()
         return since > 0 and since % self._stall == 0
 
     def _likely_feasible(self, available: np.ndarray) -> np.ndarray:
@@ -361,7 +362,7 @@ class GPSearcher(DiscreteSearcher):
             return available
         return available[p < SKIP_P]
 
-    def _neighbours(self, available: np.ndarray) -> np.ndarray | None:
+    def _neighbours(self, available: np.ndarray, since: int = 0) -> np.ndarray | None:
         """Unmeasured candidates one move away from one of the best measured configs (`_centres`).
 
         A move changes one knob (to any of its values), or steps each knob of a coupled pair one value up or down
@@ -369,6 +370,7 @@ class GPSearcher(DiscreteSearcher):
         good ones. This neighbourhood is a trust region for a discrete space: it climbs to a local optimum in a few
         steps where global expected improvement keeps probing far, poorly modelled corners. The coupled steps
         connect optima that one-knob moves cannot (the same query rows per warp with twice the rows and warps).
+        `since`: evaluations since the best last improved (0 with priors).
         """
         measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
         if not measured:
@@ -376,7 +378,6 @@ class GPSearcher(DiscreteSearcher):
         rows = self._cat[available]
         near = np.zeros(len(available), dtype=bool)
         centres = self._centres(measured)
-        since = 0 if self.priors else self._since()
         if since:  # no improvement lately: each basin's best in turn (TuRBO gives each trust region its steps)
             centres = [centres[(since - 1) % len(centres)]]
         for i in centres:
