@@ -13,7 +13,6 @@
 #   clear_host                           stops what a sweep cut by its time limit leaves behind;
 #   cells GRID NAME CONDITION            the cells p of pipelines/problems/GRID.yaml for which the Python expression
 #                                        CONDITION holds, written to /tmp/NAME.yaml (a problem set named NAME);
-#   head_dim_cells GRID D                those with head dim D, in /tmp/GRID_dD.yaml;
 #   table_md SWEEP FILE                  sweep SWEEP's per-cell table (benchmarks/grid_table.py) in $OUT/FILE;
 #   tune_phases NAME                     where sweep NAME's time went, from its summary;
 #   issue7_grid DTYPE [TIMEOUT]          the 36-cell grid of DTYPE (bf16 or fp16) over the Hopper space (GP, budget 24,
@@ -26,13 +25,18 @@
 #   landscape NAME TIMEOUT KEY...        every config of benchmarks/NAME_space.yaml (SPACE=FILE: that file) timed on
 #                                        each problem KEY (benchmarks.exhaustive, cold cache, 15 compile processes,
 #                                        20 ms of runs), written to $OUT/NAME_landscape.parquet;
-#   grid_cells DTYPE D TIMEOUT           the project's sweep of the bf16/fp16 grid's cells with head dim D (GP over
+#   grid_cells DTYPE D TIMEOUT [MASK]    the project's sweep of the bf16/fp16 grid's cells with head dim D (GP over
 #                                        search_spaces/nvidia/sm90.yaml, budget 24, 24 trials a GPU, 15 compile
 #                                        processes, cold cache, SDPA flash and cuDNN in the same sweep), its per-cell
-#                                        table in $OUT/grid_DTYPE_dD.md;
+#                                        table in $OUT/grid_DTYPE_dD.md (MASK full or causal: those cells only,
+#                                        $OUT/grid_DTYPE_dD_MASK.md);
 #   grid_cell DTYPE D S MASK BUDGET TIMEOUT  one cell of that grid (MASK full or causal) with BUDGET trials, table in
 #                                        $OUT/cell-DTYPE-dD-sS-MASK.md;
-#   llama_sm90 TIMEOUT                   the same for the Llama-3-8B prefill set (budget 30), table in $OUT/llama.md.
+#   llama_sm90 TIMEOUT                   the same for the Llama-3-8B prefill set (budget 30), table in $OUT/llama.md;
+#   ncu_cell NAME WINNERS KEY            Nsight Compute's full set on problem KEY's tuned config (from the artifact
+#                                        WINNERS), SDPA cuDNN and SDPA flash (benchmarks/profile_cell.py): raw counters
+#                                        in $OUT/ncu_NAME.csv, the details page in $OUT/ncu_NAME_details.csv, the
+#                                        side-by-side table (benchmarks/ncu_compare.py) in $OUT/ncu_NAME.md.
 # The Python environment is the active one (the package installed with its [tune] extra). BUNDLE, or
 # .gpu-bundle/devenv-py312.tar.xz where it exists, is a packed site-packages unpacked first for a bare machine.
 set -u
@@ -93,9 +97,6 @@ cells() {  # cells GRID NAME CONDITION: the problems p of pipelines/problems/GRI
   python3 -c "import yaml; d = yaml.safe_load(open('pipelines/problems/$1.yaml')); \
 d['problems'] = [p for p in d['problems'] if $3]; d['name'] = '$2'; yaml.safe_dump(d, open('/tmp/$2.yaml', 'w'))"
 }
-head_dim_cells() {  # head_dim_cells GRID D
-  cells "$1" "$1_d$2" "p['head_dim'] == $2"
-}
 table_md() {  # table_md SWEEP FILE: sweep SWEEP's per-cell table (grid_table.py) in $OUT/FILE, and printed
   python3 benchmarks/grid_table.py "/tmp/$1/summary.json" > "$OUT/$2" 2>&1
   cat "$OUT/$2"
@@ -130,12 +131,11 @@ or whole_tensor_descriptors"
     echo "cuda tests [$sel] rc=$?"; tail -3 "$1"
   done
 }
-grid_cells() {  # grid_cells DTYPE D TIMEOUT
-  local dtype=$1 d=$2
-  head_dim_cells "grid_$dtype" "$d"
-  sweep "grid-$dtype-d$d" "$3" "/tmp/grid_${dtype}_d$d.yaml" --searcher gp --budget 24 --trials-per-gpu 24 \
-    --compile-workers 15
-  table_md "grid-$dtype-d$d" "grid_${dtype}_d$d.md"
+grid_cells() {  # grid_cells DTYPE D TIMEOUT [MASK]
+  local dtype=$1 d=$2 name="grid-$1-d$2${4:+-$4}"
+  cells "grid_$dtype" "$name" "p['head_dim'] == $d${4:+ and p['causal'] == ('$4' == 'causal')}"
+  sweep "$name" "$3" "/tmp/$name.yaml" --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15
+  table_md "$name" "${name//-/_}.md"
 }
 grid_cell() {  # grid_cell DTYPE D S MASK BUDGET TIMEOUT
   local name="cell-$1-d$2-s$3-$4"
@@ -146,6 +146,14 @@ grid_cell() {  # grid_cell DTYPE D S MASK BUDGET TIMEOUT
 llama_sm90() {  # llama_sm90 TIMEOUT
   sweep llama-sm90 "$1" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 --compile-workers 15
   table_md llama-sm90 llama.md
+}
+ncu_cell() {  # ncu_cell NAME WINNERS KEY
+  ncu --nvtx --nvtx-include "profile/" --set full -f -o "/tmp/ncu_$1" python3 -m benchmarks.profile_cell \
+    --winners "$2" --problem "$3" > "$OUT/ncu_$1.log" 2>&1
+  echo "ncu $1 rc=$?"; grep -v "^==PROF==" "$OUT/ncu_$1.log" | tail -6
+  ncu --import "/tmp/ncu_$1.ncu-rep" --page raw --csv > "$OUT/ncu_$1.csv"
+  ncu --import "/tmp/ncu_$1.ncu-rep" --page details --csv > "$OUT/ncu_$1_details.csv"
+  python3 benchmarks/ncu_compare.py "$OUT/ncu_$1.csv" --md "$OUT/ncu_$1.md" | head -60
 }
 issue7_grid() {  # issue7_grid DTYPE [TIMEOUT]
   sweep "grid-$1" "${2:-540}" "grid_$1" --searcher gp --budget 24 --trials-per-gpu 24 --compile-workers 15

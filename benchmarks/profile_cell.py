@@ -1,0 +1,72 @@
+"""Launches one problem's kernels for a profiler: the config a best-configs artifact holds for it, and SDPA's cuDNN
+and flash backends on the same inputs, each launch inside an NVTX range named for it, so Nsight Compute can take
+exactly those and compare the tuned kernel with cuDNN's counter by counter:
+
+    ncu --nvtx --nvtx-include "profile/" --set full -o prof \\
+        python3 -m benchmarks.profile_cell --winners best_configs.json \\
+        --problem dense-b1-hq16-hkv16-sq16384-sk16384-d128-full-bfloat16
+    ncu --import prof.ncu-rep --page details --csv > details.csv
+
+Every launch is first checked against a float32 reference and warmed up (compiled) outside the range.
+`benchmarks/ncu_compare.py` turns the report's details into one table of the counters that tell the kernels apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from benchmarks.gpu_knobs_check import sdpa_fn
+from raytune_attn.problem import Problem
+from raytune_attn.tune.measure.workload import accept, make_workload, reference
+
+RANGE = "profile"
+
+
+def winner(path: Path, key: str) -> dict:
+    """The artifact's config for `key`; SystemExit naming the file or the key."""
+    try:
+        entries = {e["problem_key"]: e for e in json.loads(path.read_text())["entries"]}
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"--winners {path}: not a best-configs artifact ({type(e).__name__}: {e})") from None
+    if key not in entries:
+        raise SystemExit(f"--winners {path}: no entry for {key}")
+    return entries[key]["config"]
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--winners", type=Path, required=True, help="a best-configs artifact (best_configs.json)")
+    ap.add_argument("--problem", required=True, help="a problem key, e.g. dense-b1-hq16-hkv16-sq16384-sk16384-d128-"
+                    "full-bfloat16")
+    ap.add_argument("--launches", type=int, default=1, help="profiled launches of each kernel")
+    a = ap.parse_args(argv)
+    try:
+        problem = Problem.from_key(a.problem)
+    except ValueError as e:
+        raise SystemExit(f"--problem {a.problem}: {e}") from None
+    if a.launches < 1:
+        raise SystemExit(f"--launches {a.launches}: must be at least 1")
+    config = winner(a.winners, problem.key)
+    w = make_workload(problem, device="cuda")
+    ref = reference(w)
+    # Checked into a NaN-filled output first; the profiled launches write into their own (the fill is a kernel too).
+    runs = [("tuned", lambda: w.run(config), lambda: w.check_run(config))]
+    runs += [(f"sdpa-{b}", fn, fn) for b in ("cudnn", "flash") for fn in [sdpa_fn(b, w)]]
+    for name, fn, check in runs:
+        ok, err = accept(check(), ref)
+        print(f"{name}: {'ok' if ok else 'WRONG'} (relative error {err:.3g})", flush=True)
+        for _ in range(a.launches):
+            torch.cuda.nvtx.range_push(RANGE)
+            fn()
+            torch.cuda.nvtx.range_pop()
+        torch.cuda.synchronize()
+    print(json.dumps({"problem": problem.key, "config": config}), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
