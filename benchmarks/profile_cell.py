@@ -21,21 +21,19 @@ from pathlib import Path
 import torch
 
 from benchmarks.gpu_knobs_check import sdpa_fn
+from benchmarks.h100_kernel_table import read_winners
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.workload import accept, make_workload, reference
 
 RANGE = "profile"
 
 
-def winner(path: Path, key: str) -> dict:
-    """The artifact's config for `key`; SystemExit naming the file or the key."""
+def winner(path: Path, problem: Problem) -> dict:
+    """The artifact's config for `problem`; SystemExit naming the file, or the key it lacks."""
     try:
-        entries = {e["problem_key"]: e for e in json.loads(path.read_text())["entries"]}
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise SystemExit(f"--winners {path}: not a best-configs artifact ({type(e).__name__}: {e})") from None
-    if key not in entries:
-        raise SystemExit(f"--winners {path}: no entry for {key}")
-    return entries[key]["config"]
+        return read_winners(path, [problem])[problem.key]["config"]
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -51,7 +49,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--problem {a.problem}: {e}") from None
     if a.launches < 1:
         raise SystemExit(f"--launches {a.launches}: must be at least 1")
-    config = winner(a.winners, problem.key)
+    config = winner(a.winners, problem)
     w = make_workload(problem, device="cuda")
     ref = reference(w)
     # Checked into a NaN-filled output first; the profiled launches write into their own (the fill is a kernel too).

@@ -6,6 +6,7 @@ import pytest
 
 from benchmarks.ncu_compare import counters, read_raw, table
 from benchmarks.profile_cell import winner
+from raytune_attn.problem import Problem
 
 _HEADER = ["ID", "Process ID", "Kernel Name", "gpu__time_duration.sum", "launch__registers_per_thread",
            "sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active", "sm__pipe_alu_cycles_active.sum",
@@ -69,14 +70,16 @@ def test_a_file_that_is_not_a_raw_export_is_refused_by_name(tmp_path):
 
 
 def test_profile_cell_names_a_missing_key_or_a_bad_artifact(tmp_path):
+    have = Problem(batch=1, hq=2, hkv=2, seqlen_q=64, seqlen_k=64, head_dim=64, causal=True, dtype="bfloat16")
+    lack = Problem(batch=2, hq=2, hkv=2, seqlen_q=64, seqlen_k=64, head_dim=64, causal=True, dtype="bfloat16")
     art = tmp_path / "best.json"
-    art.write_text(json.dumps({"entries": [{"problem_key": "k1", "config": {"BLOCK_M": 64}}]}))
-    assert winner(art, "k1") == {"BLOCK_M": 64}
-    with pytest.raises(SystemExit, match="no entry for k2"):
-        winner(art, "k2")
+    art.write_text(json.dumps({"entries": [{"problem_key": have.key, "config": {"BLOCK_M": 64}}]}))
+    assert winner(art, have) == {"BLOCK_M": 64}
+    with pytest.raises(SystemExit, match=f"no entry for {lack.key}"):
+        winner(art, lack)
     (tmp_path / "x.json").write_text("[1]")
     with pytest.raises(SystemExit, match="x.json: not a best-configs artifact"):
-        winner(tmp_path / "x.json", "k1")
+        winner(tmp_path / "x.json", have)
 
 
 def test_a_cut_export_is_refused(tmp_path):
