@@ -4,6 +4,7 @@
 import os
 import shutil
 import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -20,6 +21,9 @@ def _run(tmp_path: Path, *jobs: str) -> subprocess.CompletedProcess:
     smi = bin_dir / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n")
     smi.chmod(0o755)
+    python = bin_dir / "python3"  # the library's helpers run python3 with PyYAML: this interpreter
+    if not python.exists():
+        python.symlink_to(sys.executable)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"), "RUN": "t",
            "BUNDLE": str(tmp_path / "no-bundle.tar.xz")}
     return subprocess.run(["bash", str(SCRIPT), *jobs], cwd=ROOT, env=env, capture_output=True, text=True,
@@ -43,3 +47,25 @@ def test_more_jobs_than_gpus_is_refused_before_any_runs(tmp_path):
     assert res.returncode == 2
     assert "3 jobs for 2 GPUs" in res.stderr
     assert not list((tmp_path / "out").glob("ran*"))
+
+
+def test_grid_cells_sweeps_one_head_dim_and_optionally_one_mask(tmp_path):
+    # sweep and table_md stand in for the GPU steps: what reaches them, and the problem set written, is the test.
+    show = ("python3 -c \"import yaml, sys; d = yaml.safe_load(open(sys.argv[1])); "
+            "print(d['name'], sorted({(p['head_dim'], p['causal']) for p in d['problems']}), len(d['problems']))\"")
+    job = ('sweep() { echo "sweep $1 $2 $3 ${*:4}"; }; table_md() { echo "table $1 $2"; }; '
+           f'grid_cells bf16 256 99 causal; {show} /tmp/grid-bf16-d256-causal.yaml; '
+           f'grid_cells fp16 64 98; {show} /tmp/grid-fp16-d64.yaml')
+    res = _run(tmp_path, job)
+    assert res.returncode == 0, res.stderr
+    lines = (tmp_path / "out" / "gpu0.log").read_text().splitlines()[1:]
+    assert lines == [
+        "sweep grid-bf16-d256-causal 99 /tmp/grid-bf16-d256-causal.yaml --searcher gp --budget 24 --trials-per-gpu 24 "
+        "--compile-workers 15",
+        "table grid-bf16-d256-causal grid_bf16_d256_causal.md",
+        "grid-bf16-d256-causal [(256, True)] 6",
+        "sweep grid-fp16-d64 98 /tmp/grid-fp16-d64.yaml --searcher gp --budget 24 --trials-per-gpu 24 "
+        "--compile-workers 15",
+        "table grid-fp16-d64 grid_fp16_d64.md",
+        "grid-fp16-d64 [(64, False), (64, True)] 12",
+    ]
