@@ -1,14 +1,14 @@
 """Launches one problem's kernels for a profiler: the config a best-configs artifact holds for it, and SDPA's cuDNN
-and flash backends on the same inputs, each launch inside an NVTX range named for it, so Nsight Compute can take
-exactly those and compare the tuned kernel with cuDNN's counter by counter:
+and flash backends on the same inputs (in that order), each launch inside an NVTX range `profile`, so Nsight
+Compute takes exactly those and the tuned kernel can be compared with cuDNN's counter by counter:
 
     ncu --nvtx --nvtx-include "profile/" --set full -o prof \\
         python3 -m benchmarks.profile_cell --winners best_configs.json \\
         --problem dense-b1-hq16-hkv16-sq16384-sk16384-d128-full-bfloat16
-    ncu --import prof.ncu-rep --page details --csv > details.csv
+    ncu --import prof.ncu-rep --page raw --csv > raw.csv
 
-Every launch is first checked against a float32 reference and warmed up (compiled) outside the range.
-`benchmarks/ncu_compare.py` turns the report's details into one table of the counters that tell the kernels apart.
+Each is first checked against a float32 reference and warmed up (compiled) outside the range.
+`benchmarks/ncu_compare.py raw.csv` puts the counters that tell the kernels apart side by side.
 """
 
 from __future__ import annotations
