@@ -67,23 +67,32 @@ def _run_in(tree: Path, target: str, summaries: list[str], tmp: Path, tag: str) 
     return json.loads(out.read_text())
 
 
-def check_inputs(rev: str, summaries: list[str]) -> None:
-    """Refuse an unknown revision or a file that is not a sweep's summary before any worktree or compile."""
+def check_inputs(rev: str, target: str, summaries: list[str]) -> None:
+    """Refuse an unknown revision or target, or a file that is not a sweep's summary (or names a problem key that
+    is none), before any worktree or compile."""
+    from raytune_attn.problem import Problem
+    from raytune_attn.tune.measure.cross_compile import CrossCompileError, parse_target
+
     known = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "-q", f"{rev}^{{commit}}"],
                            capture_output=True)  # fmt: skip
     if known.returncode:
         raise SystemExit(f"--rev {rev!r}: not a commit of {ROOT}")
+    try:
+        parse_target(target)
+    except CrossCompileError as e:
+        raise SystemExit(f"--target: {e}") from None
     for path in summaries:
         try:
             for search in json.loads(Path(path).read_text())["searches"]:
                 if not isinstance(search["problem_key"], str) or not isinstance(search["best_config"], dict):
                     raise TypeError("a search without a problem key or a best config")
+                Problem.from_key(search["problem_key"])
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise SystemExit(f"{path}: not a sweep's summary.json ({type(e).__name__}: {e})") from None
 
 
 def compare(rev: str, target: str, summaries: list[str]) -> list[dict]:
-    check_inputs(rev, summaries)
+    check_inputs(rev, target, summaries)
     with tempfile.TemporaryDirectory(prefix="ptx-compare-") as tmp_name:
         tmp = Path(tmp_name)
         old_tree = tmp / "old"

@@ -1,5 +1,7 @@
 """benchmarks/ptx_compare.py: what counts as the same binary, and inputs refused before any work."""
 
+import json
+
 import pytest
 
 from benchmarks.ptx_compare import check_inputs, code_of
@@ -37,12 +39,19 @@ def test_an_instruction_counts():
 
 
 def test_bad_inputs_are_refused_before_any_worktree(tmp_path):
+    key = "dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16"
     good = tmp_path / "summary.json"
-    good.write_text('{"searches": [{"problem_key": "k", "best_config": {}}]}')
+    good.write_text(json.dumps({"searches": [{"problem_key": key, "best_config": {}}]}))
     with pytest.raises(SystemExit, match="not a commit"):
-        check_inputs("no-such-revision-xyz", [str(good)])
+        check_inputs("no-such-revision-xyz", "cuda:90", [str(good)])
+    with pytest.raises(SystemExit, match="--target: unknown target 'cuda:99'"):
+        check_inputs("HEAD", "cuda:99", [str(good)])
     bad = tmp_path / "other.json"
     bad.write_text('{"trials": []}')
     with pytest.raises(SystemExit, match="other.json: not a sweep's summary.json"):
-        check_inputs("HEAD", [str(good), str(bad)])
-    check_inputs("HEAD", [str(good)])
+        check_inputs("HEAD", "cuda:90", [str(good), str(bad)])
+    odd_key = tmp_path / "odd.json"
+    odd_key.write_text('{"searches": [{"problem_key": "k", "best_config": {}}]}')
+    with pytest.raises(SystemExit, match="odd.json: not a sweep's summary.json .*'k'"):
+        check_inputs("HEAD", "cuda:90", [str(odd_key)])
+    check_inputs("HEAD", "cuda:90", [str(good)])
