@@ -13,8 +13,8 @@
 # Each sweep leaves <name>_{summary.json,trials.parquet,best_configs.json} in OUT (default
 # raytune-results/reproduce-h200), and grid_table.py writes the tables beside them (<name>.md, <name>.csv).
 # The recorded grids are one sweep per dtype and head dim, side by side on a 4-GPU host (benchmarks/on_each_gpu.sh,
-# docs/benchmarks/README.md), the D=256 causal cells swept again after the space file gained a move for them; here
-# each grid is one sweep of all 36 cells.
+# docs/benchmarks/README.md), the D=256 causal and D=64 full-mask cells swept again after the space file gained a
+# move for each; here each grid is one sweep of all 36 cells.
 RUN=reproduce-h200
 OUT=${OUT:-$PWD/raytune-results/reproduce-h200}
 PARTS=${*:-grids llama}

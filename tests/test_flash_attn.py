@@ -299,6 +299,22 @@ def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, one_q, 
         _check_dense((2, 4, 2, sk[0], sk[0], 64), causal, DTYPES[-1], cfg)
 
 
+# The tall warp-specialized form the Hopper space screens at head dim 64 without a mask: 256 rows, so each consumer
+# group holds 128 (two 64-row matmul slices) and spills a few registers, on the persistent grid. Causal too: the
+# space does not screen it there, but a search may step to it. On a GPU the fast set is the form as screened.
+@pytest.mark.parametrize("causal, varlen", [
+    _case(causal, varlen, id=f"{'varlen' if varlen else 'dense'}-{_mask_id(causal)}", fast=not (causal or varlen))
+    for varlen in (False, True) for causal in MASKS])
+def test_warp_specialized_tall_tiles(causal, varlen):
+    tiles = {"BLOCK_M": 256, "BLOCK_N": 128} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
+    cfg = {**WS, **tiles, "PERSISTENT": True, "PRE_LOAD_V": True}
+    sq, sk = ([700, 0, 77], [733, 5, 300]) if HAS_GPU else ([70, 0, 26], [73, 5, 40])
+    if varlen:
+        test_varlen((sq, sk), (4, 2, 64), causal, DTYPES[0], cfg)
+    else:
+        _check_dense((2, 4, 2, sk[0], sk[0], 64), causal, DTYPES[0], cfg)
+
+
 # The persistent grid's longest-first order deals odd rounds of tiles backwards (a snake), a short last round too:
 # every tile must still be computed exactly once (the output starts as NaN). In the interpreter (3 programs) 11
 # tiles are three whole rounds and a short odd one of two; 35 tiles (5 heads sharing one key/value head, 7 query
