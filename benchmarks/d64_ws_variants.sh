@@ -3,24 +3,31 @@
 #   ws_variants DTYPE D SEQS FORM...   the D cells of the bf16/fp16 grid at SEQS (comma-separated), each winner of
 #                                      docs/benchmarks/h100/sweep_DTYPE_dD/ beside each FORM (a name below), table
 #                                      in $OUT/ws_DTYPE_dD.md and rows in $OUT/ws_DTYPE_dD.json
-WS='"num_warps":4,"num_stages":2,"USE_TMA":true,"SPLIT_MASK":false,"WARP_SPECIALIZE":true,"maxnreg":0,"LPT_GROUP":0'
-declare -A FORMS=(
-  [tall]="{\"BLOCK_M\":256,\"BLOCK_N\":128,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":true,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":false}"
-  [tall_rev]="{\"BLOCK_M\":256,\"BLOCK_N\":128,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":true,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":true}"
-  [tall_grid]="{\"BLOCK_M\":256,\"BLOCK_N\":128,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":false,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":false}"
-  [tall_1q]="{\"BLOCK_M\":256,\"BLOCK_N\":128,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":true,\"ONE_Q_BUFFER\":true,\"REVERSE_M\":false}"
-  [tall_lateV]="{\"BLOCK_M\":256,\"BLOCK_N\":128,$WS,\"PRE_LOAD_V\":false,\"PERSISTENT\":true,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":false}"
-  [tall_n64]="{\"BLOCK_M\":256,\"BLOCK_N\":64,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":true,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":false}"
-  [tall_n64_rev]="{\"BLOCK_M\":256,\"BLOCK_N\":64,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":true,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":true}"
-  [tall_n64_1q]="{\"BLOCK_M\":256,\"BLOCK_N\":64,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":true,\"ONE_Q_BUFFER\":true,\"REVERSE_M\":false}"
-  [tall_n64_grid]="{\"BLOCK_M\":256,\"BLOCK_N\":64,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":false,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":false}"
-  [tall_n64_grid_rev]="{\"BLOCK_M\":256,\"BLOCK_N\":64,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":false,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":true}"
-  [n64]="{\"BLOCK_M\":128,\"BLOCK_N\":64,$WS,\"PRE_LOAD_V\":true,\"PERSISTENT\":true,\"ONE_Q_BUFFER\":false,\"REVERSE_M\":false}"
+form() {  # form BLOCK_M BLOCK_N PRE_LOAD_V PERSISTENT ONE_Q_BUFFER REVERSE_M: a warp-specialized config as JSON
+  printf '{"BLOCK_M":%s,"BLOCK_N":%s,"num_warps":4,"num_stages":2,"USE_TMA":true,"SPLIT_MASK":false,' "$1" "$2"
+  printf '"WARP_SPECIALIZE":true,"maxnreg":0,"LPT_GROUP":0,"PRE_LOAD_V":%s,"PERSISTENT":%s,' "$3" "$4"
+  printf '"ONE_Q_BUFFER":%s,"REVERSE_M":%s}' "$5" "$6"
+}
+declare -A FORMS=(  # name: rows, keys, V preloaded, persistent grid, one Q buffer, heavy-first
+  [tall]="$(form 256 128 true true false false)"
+  [tall_rev]="$(form 256 128 true true false true)"
+  [tall_grid]="$(form 256 128 true false false false)"
+  [tall_1q]="$(form 256 128 true true true false)"
+  [tall_lateV]="$(form 256 128 false true false false)"
+  [tall_n64]="$(form 256 64 true true false false)"
+  [tall_n64_rev]="$(form 256 64 true true false true)"
+  [tall_n64_1q]="$(form 256 64 true true true false)"
+  [tall_n64_grid]="$(form 256 64 true false false false)"
+  [tall_n64_grid_rev]="$(form 256 64 true false false true)"
+  [n64]="$(form 128 64 true true false false)"
 )
 ws_variants() {  # ws_variants DTYPE D SEQS FORM...
   local dtype=$1 d=$2 seqs=$3; shift 3
   local args=() f
-  for f in "$@"; do args+=(--variant "${FORMS[$f]}"); done
+  for f in "$@"; do
+    [ -n "${FORMS[$f]:-}" ] || { echo "ws_variants: no form named '$f' (forms: ${!FORMS[*]})" >&2; return 2; }
+    args+=(--variant "${FORMS[$f]}")
+  done
   timeout "${WS_LIMIT:-200}" python3 -m benchmarks.h100_kernel_table \
     --winners "docs/benchmarks/h100/sweep_${dtype}_d${d}/best_configs.json" --dim "$d" \
     --dtype "$([ "$dtype" = bf16 ] && echo bfloat16 || echo float16)" --seqs "$seqs" "${args[@]}" \
