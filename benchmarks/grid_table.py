@@ -30,7 +30,7 @@ from raytune_attn.problem import Problem
 def _short(cfg: dict) -> str:
     s = f"{cfg['BLOCK_M']}x{cfg['BLOCK_N']} w{cfg['num_warps']} s{cfg['num_stages']}"
     for knob, tag in (("USE_TMA", "tma"), ("WARP_SPECIALIZE", "ws"), ("PERSISTENT", "pers"), ("REVERSE_M", "rev"),
-                      ("PRE_LOAD_V", "preV"), ("ONE_Q_BUFFER", "1q")):
+                      ("PRE_LOAD_V", "preV"), ("ONE_Q_BUFFER", "1q"), ("BAND_LAUNCH", "band")):
         if cfg.get(knob):
             s += f" {tag}"
     if cfg.get("maxnreg"):

@@ -43,11 +43,14 @@ KNOBS: dict[str, type] = {
     # With PERSISTENT and REVERSE_M: the heavy-first order over groups of this many (sequence, head) pairs at a
     # time, so that a round of the persistent loop reads the K/V of a few heads, not of one head a program (0 = all).
     "LPT_GROUP": int,
+    # With WARP_SPECIALIZE, causal problems: the diagonal band by a second launch (kernels/causal_band.py), so that
+    # the warp-specialized key loop runs unmasked; a full mask has no band (the knob changes nothing there).
+    "BAND_LAUNCH": bool,
 }
 AMD_ONLY_KNOBS = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})
 NVIDIA_ONLY_KNOBS = frozenset({"maxnreg"})
 CONSTEXPR_KNOBS = ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "SPLIT_MASK", "USE_TMA", "WARP_SPECIALIZE", "PERSISTENT",
-                   "REVERSE_M", "ONE_Q_BUFFER", "LPT_GROUP")
+                   "REVERSE_M", "ONE_Q_BUFFER", "LPT_GROUP", "BAND_LAUNCH")
 
 _POW2_BLOCKS = (16, 32, 64, 128, 256)
 _LPT_GROUPS = (0, 1, 2, 4, 8, 16, 32, 64)
@@ -102,6 +105,7 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
         "maxnreg": 0,
         "ONE_Q_BUFFER": False,
         "LPT_GROUP": 0,
+        "BAND_LAUNCH": False,
     }
 
 
@@ -174,6 +178,11 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         # one kernel.
         raise InvalidConfig("LPT_GROUP orders the persistent grid's heavy-first tiles: it needs PERSISTENT and "
                             "REVERSE_M")
+    if out["BAND_LAUNCH"] and not out["WARP_SPECIALIZE"]:
+        # The split-loop forms already mask only the band's blocks: there a second launch would add work, not
+        # take any away.
+        raise InvalidConfig("BAND_LAUNCH takes the causal band out of the warp-specialized one-loop form: it needs "
+                            "WARP_SPECIALIZE")
     if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
         raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
     if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):

@@ -80,6 +80,9 @@ def test_hopper_knobs_are_off_by_default():
         ({"ONE_Q_BUFFER": True, "PERSISTENT": True}, "ONE_Q_BUFFER applies to the persistent grid under warp"),
         ({"ONE_Q_BUFFER": True, "WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False},
          "needs PERSISTENT and WARP_SPECIALIZE"),
+        ({"BAND_LAUNCH": 1}, "BAND_LAUNCH must be true or false"),
+        ({"BAND_LAUNCH": True}, "BAND_LAUNCH takes the causal band out of the warp-specialized one-loop form"),
+        ({"BAND_LAUNCH": True, "PERSISTENT": True, "REVERSE_M": True}, "it needs WARP_SPECIALIZE"),
     ],
 )
 def test_bad_hopper_knobs_name_the_knob(config, match):
@@ -102,6 +105,12 @@ def test_one_q_buffer_on_the_warp_specialized_persistent_grid():
     cfg = validate_config({**ws, "PERSISTENT": True, "ONE_Q_BUFFER": True}, head_dim=256, vendor="nvidia")
     assert cfg["ONE_Q_BUFFER"] is True and cfg["PERSISTENT"] is True
     assert validate_config({**ws, "ONE_Q_BUFFER": False}, vendor="amd")["ONE_Q_BUFFER"] is False
+
+
+def test_band_launch_with_warp_specialization_only():
+    ws = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2}
+    assert validate_config({**ws, "BAND_LAUNCH": True}, head_dim=64, vendor="nvidia")["BAND_LAUNCH"] is True
+    assert default_config(64)["BAND_LAUNCH"] is False
 
 
 def test_default_tiles_follow_short_sequences_and_only_those():

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 import torch
@@ -97,6 +99,26 @@ def test_launch_spec_matches_the_launcher(problem, knobs, monkeypatch):
 
     assert [plain(a) for a in args] == [plain(a) for a in seen["args"]]
     assert kwargs == seen["kwargs"]
+
+
+def test_launch_specs_of_a_band_launch_hold_the_band_kernel_after_the_main_one():
+    """A causal problem with BAND_LAUNCH builds two kernels: the main one (unmasked below the band, its lse always
+    stored) and the band's, which takes the main one's leading arguments; a full-mask problem builds one."""
+    from raytune_attn.kernels import causal_band as cb
+
+    ws = {"WARP_SPECIALIZE": True, "USE_TMA": True, "SPLIT_MASK": False, "num_warps": 4, "num_stages": 2}
+    config = validate_config({**ws, "BLOCK_M": 128, "BLOCK_N": 128, "PERSISTENT": True, "BAND_LAUNCH": True},
+                             head_dim=64, vendor="nvidia")
+    causal = Problem(batch=2, hq=4, hkv=2, seqlen_q=512, seqlen_k=512, head_dim=64, causal=True, dtype="bfloat16")
+    (main, m_args, m_kw), (band, b_args, b_kw) = cc.launch_specs(causal, config, "cuda")
+    assert main is fa._attn_fwd_persistent and band is cb._attn_band
+    assert m_kw["BELOW_BAND"] and m_kw["RETURN_LSE"] and m_args[4] is not None  # the lse the band reads
+    assert [getattr(a, "dtype", a) for a in b_args] == [getattr(a, "dtype", a) for a in m_args[:len(b_args)]]
+    assert (b_kw["BLOCK_M"], b_kw["BLOCK_N"], b_kw["MAIN_M"], b_kw["MAIN_N"]) == (64, 64, 128, 128)
+    assert not b_kw["RETURN_LSE"]  # the caller did not ask for it: the main one's is scratch
+    full = dataclasses.replace(causal, causal=False)
+    [(kernel, _, kwargs)] = cc.launch_specs(full, config, "cuda")
+    assert kernel is fa._attn_fwd_persistent and "BELOW_BAND" not in kwargs
 
 
 @pytest.mark.slow

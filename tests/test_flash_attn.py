@@ -299,6 +299,69 @@ def test_warp_specialized_tiles_over_many_key_blocks(causal, persistent, one_q, 
         _check_dense((2, 4, 2, sk[0], sk[0], 64), causal, DTYPES[-1], cfg)
 
 
+# BAND_LAUNCH: the warp-specialized main launch folds only the whole key blocks every row of its tile sees, a second
+# launch the causal band, merged by the log-sum-exp (kernels/causal_band.py). Band tiles nest in the main tiles
+# (16 rows in 32 here, as 64 in 128-256 on a GPU); the diagonal starts mid-tile (Sq < Sk) or leaves rows that see
+# no key (Sq > Sk); with and without the caller asking for lse (without, the main launch's is scratch); GQA,
+# varlen with an empty sequence, the persistent grid heavy-first.
+BAND = {**WS, "BAND_LAUNCH": True}
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+@pytest.mark.parametrize("sq, sk", [(40, 50), (50, 40), (64, 64)])
+def test_band_launch_dense(sq, sk, persistent, monkeypatch):
+    from raytune_attn.kernels import causal_band
+
+    if not HAS_GPU:
+        monkeypatch.setattr(causal_band, "BAND_ROWS", 16)
+    tiles = {"BLOCK_M": 128, "BLOCK_N": 128} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
+    cfg = {**BAND, **tiles, "PERSISTENT": persistent, "REVERSE_M": persistent}
+    scale = 2 if HAS_GPU else 1
+    _check_dense((2, 4, 2, sq * scale, sk * scale, 64), True, DTYPES[0], cfg)
+    q, k, v = (_rand(1, h, n, 64, dtype=DTYPES[0]) for h, n in ((2, sq), (1, sk), (1, sk)))
+    full = validate_config({**cfg, "PERSISTENT": False, "REVERSE_M": False}, head_dim=64,
+                           vendor="nvidia" if HAS_GPU else "cpu")
+    if full["USE_TMA"] and not TMA_OK:
+        pytest.skip("tensor-descriptor loads need Hopper")
+    out = flash_attn_fwd(q, k, v, full, causal=True)  # no lse asked for
+    assert rel_err(out, attention_reference(q, k, v, True, None)[0]) < tolerance(q.dtype, DEVICE)
+
+
+def test_band_launch_main_part_folds_exactly_the_blocks_below_the_band(monkeypatch):
+    # The main launch alone (the band launch stood down): each row attends to keys [0, n) of its tile, n the tile's
+    # first row's horizon rounded down to whole key blocks, and stores that part's lse; the band launch adds the rest.
+    from raytune_attn.kernels import causal_band
+
+    monkeypatch.setattr(causal_band, "band_launch", lambda *a, **k: None)
+    bm, bn, sq, sk = 32, 16, 90, 70  # Sq > Sk: the first tile has nothing below its band
+    cfg = validate_config({**BAND, "BLOCK_M": bm, "BLOCK_N": bn}, head_dim=32, vendor="nvidia" if HAS_GPU else "cpu")
+    if not TMA_OK:
+        pytest.skip("tensor-descriptor loads need Hopper")
+    q, k, v = (_rand(1, 2, n, 32, dtype=DTYPES[0]) for n in (sq, sk, sk))
+    out, lse = flash_attn_fwd(q, k, v, cfg, causal=True, return_lse=True)
+    rows = torch.arange(sq)
+    n = ((rows // bm * bm + sk - sq + 1) // bn * bn).clamp(min=0)  # keys below the band, per row's tile
+    s = (q.double().cpu() @ k.double().cpu().transpose(-1, -2)) * 32**-0.5
+    s = s.masked_fill(torch.arange(sk)[None, :] >= n[:, None], float("-inf"))
+    ref = torch.softmax(s, -1).nan_to_num(0.0) @ v.double().cpu()
+    assert rel_err(out, ref) < tolerance(q.dtype, DEVICE)
+    ref_lse = torch.logsumexp(s, -1)
+    assert torch.equal(torch.isinf(lse.cpu()), torch.isinf(ref_lse)) and bool((n == 0).any() and (n > 0).any())
+    fin = torch.isfinite(ref_lse)
+    assert (lse.cpu().double()[fin] - ref_lse[fin]).abs().max().item() < 100 * tolerance(q.dtype, DEVICE)
+
+
+@pytest.mark.parametrize("causal", MASKS)
+def test_band_launch_varlen(causal, monkeypatch):
+    from raytune_attn.kernels import causal_band
+
+    if not HAS_GPU:
+        monkeypatch.setattr(causal_band, "BAND_ROWS", 16)
+    tiles = {"BLOCK_M": 128, "BLOCK_N": 64} if HAS_GPU else {"BLOCK_M": 32, "BLOCK_N": 16}
+    lens = ([300, 0, 77], [333, 5, 200]) if HAS_GPU else ([70, 0, 26], [73, 5, 40])
+    test_varlen(lens, (4, 2, 64), causal, DTYPES[-1], {**BAND, **tiles, "PERSISTENT": True, "REVERSE_M": True})
+
+
 # The tall warp-specialized form the Hopper space screens at head dim 64 without a mask: 256 rows, so each consumer
 # group holds 128 (two 64-row matmul slices) and spills a few registers, on the persistent grid. Causal too: the
 # space does not screen it there, but a search may step to it. On a GPU the fast set is the form as screened.

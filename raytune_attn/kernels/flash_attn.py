@@ -138,13 +138,14 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
                    HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr,
                    USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr,
-                   EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr):
+                   EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr, BELOW_BAND: tl.constexpr):
     """One [BLOCK_M, HEAD_DIM] output tile: query block `start_m` of one (sequence, query head), which the caller
     has checked starts inside the sequence (unless WARP_SPECIALIZE: see `hi`). EVEN_K: the key count is a multiple
     of BLOCK_N (dense inputs, known at launch), so no key block is ragged and, without a causal mask, none is
     masked. WHOLE_DESC: the TMA loads go through the caller's descriptors over whole tensors (q_all under
     WARP_SPECIALIZE, k_all, v_all), this head's rows starting at q_row and kv_row; otherwise the tile builds
-    descriptors over its own sequence and head."""
+    descriptors over its own sequence and head. BELOW_BAND (causal): only the whole key blocks that every row of
+    the tile sees, unmasked; the diagonal band is a second launch's (causal_band.py), which merges it in."""
     offs_m = start_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -198,12 +199,15 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         hi = seqlen_k
         full_end = seqlen_k
     hi = tl.maximum(hi, 0)
+    if BELOW_BAND:
+        hi = tl.maximum(full_end, 0) // BLOCK_N * BLOCK_N
     if WARP_SPECIALIZE:
         # That pass also takes no early return, so the callers do not skip a query block past the sequence's end
         # (varlen): it runs an empty key range here and its masked stores write nothing.
         hi = tl.where(start_m * BLOCK_M < seqlen_q, hi, 0)
-    # A block needs a mask if it crosses the causal diagonal or the sequence's end.
-    ANY_MASKED: tl.constexpr = IS_CAUSAL or not EVEN_K
+    # A block needs a mask if it crosses the causal diagonal or the sequence's end (below the band none does: the
+    # band starts at or before the keys' end).
+    ANY_MASKED: tl.constexpr = (IS_CAUSAL or not EVEN_K) and not BELOW_BAND
     if SPLIT_MASK:
         # Whole blocks below the diagonal and inside the sequence need no mask; the rest (the diagonal band and
         # a ragged last block) go through the masked loop.
@@ -248,7 +252,8 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
               HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               IS_CAUSAL: tl.constexpr, IS_VARLEN: tl.constexpr, PRE_LOAD_V: tl.constexpr,
               SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr, RETURN_LSE: tl.constexpr,
-              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, EVEN_K: tl.constexpr):
+              WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr, EVEN_K: tl.constexpr,
+              BELOW_BAND: tl.constexpr = False):
     """Grid (cdiv(max Sq, BLOCK_M), batch * Hq): one program per output tile."""
     if REVERSE_M:
         # Heavy tiles first: the hardware hands out blocks in launch order, and under a causal mask the last query
@@ -276,7 +281,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                    stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                    None, None, None, 0, 0,
                    HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA, RETURN_LSE,
-                   WARP_SPECIALIZE, EVEN_K, False)
+                   WARP_SPECIALIZE, EVEN_K, False, BELOW_BAND)
 
 
 @triton.jit(do_not_specialize=["seqlen_q", "seqlen_k", "num_m_blocks", "num_tiles"])
@@ -290,7 +295,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                          PRE_LOAD_V: tl.constexpr, SPLIT_MASK: tl.constexpr, USE_TMA: tl.constexpr,
                          RETURN_LSE: tl.constexpr, WARP_SPECIALIZE: tl.constexpr, REVERSE_M: tl.constexpr,
                          EVEN_K: tl.constexpr, WHOLE_DESC: tl.constexpr, ONE_Q_BUFFER: tl.constexpr,
-                         LPT_GROUP: tl.constexpr = 0):
+                         LPT_GROUP: tl.constexpr = 0, BELOW_BAND: tl.constexpr = False):
     """Persistent grid: as many programs as can be resident at once, program p computing tiles p, p + G, p + 2G...
     of the num_m_blocks * batch * Hq tiles (G = number of programs). The tile order is the plain grid's launch
     order (query blocks of one head, then the next head: K and V of a head stay in L2); REVERSE_M makes it
@@ -369,7 +374,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
                            stride_qm, stride_kn, stride_vn, stride_om, stride_lz, stride_lh, stride_lm, qk_scale,
                            q_all, k_all, v_all, off_zh * seqlen_q, off_zh // group_size * seqlen_k,
                            HEAD_DIM, BLOCK_D, BLOCK_M, BLOCK_N, IS_CAUSAL, PRE_LOAD_V, SPLIT_MASK, USE_TMA,
-                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K, WHOLE_DESC)
+                           RETURN_LSE, WARP_SPECIALIZE, EVEN_K, WHOLE_DESC, BELOW_BAND)
 
 
 def _set_tma_allocator():
@@ -414,6 +419,13 @@ def _whole_rows(*tensors) -> bool:
     order, with fewer rows than TMA's int32 coordinates reach: so the persistent kernel's whole-tensor descriptors
     see each head's rows where it looks for them."""
     return all(t.is_contiguous() and t.numel() // t.shape[-1] < 2**31 for t in tensors)
+
+
+def _band():
+    """causal_band.py, imported on first use: its kernel calls this module's key loop."""
+    from raytune_attn.kernels import causal_band
+
+    return causal_band
 
 
 # In the interpreter a "persistent" grid of a few programs still makes each one loop over several tiles.
@@ -470,6 +482,10 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         raise ValueError(f"softmax_scale must be a positive finite number, got {softmax_scale!r}")
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    # BAND_LAUNCH: the causal diagonal band by a second launch (causal_band.py), which merges it into the main
+    # launch's output by the log-sum-exp: the main launch stores one whether or not the caller asked for it.
+    band = bool(causal) and config.get("BAND_LAUNCH", False)
+    need_lse = return_lse or band
 
     if varlen:
         batch = cu_seqlens_q.numel() - 1
@@ -479,8 +495,8 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         k_strides = (0, k.stride(1), k.stride(0))
         v_strides = (0, v.stride(1), v.stride(0))
         o_strides = (0, out.stride(1), out.stride(0))
-        lse = torch.empty((hq, q.shape[0]), device=q.device, dtype=torch.float32) if return_lse else None
-        l_strides = (0, lse.stride(0), lse.stride(1)) if return_lse else (0, 0, 0)
+        lse = torch.empty((hq, q.shape[0]), device=q.device, dtype=torch.float32) if need_lse else None
+        l_strides = (0, lse.stride(0), lse.stride(1)) if need_lse else (0, 0, 0)
     else:
         batch, hq, sq, _ = q.shape
         sk = k.shape[2]
@@ -488,8 +504,8 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         k_strides = (k.stride(0), k.stride(1), k.stride(2))
         v_strides = (v.stride(0), v.stride(1), v.stride(2))
         o_strides = (out.stride(0), out.stride(1), out.stride(2))
-        lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32) if return_lse else None
-        l_strides = tuple(lse.stride()) if return_lse else (0, 0, 0)
+        lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32) if need_lse else None
+        l_strides = tuple(lse.stride()) if need_lse else (0, 0, 0)
     hkv = k.shape[-2] if varlen else k.shape[1]
 
     if config["USE_TMA"] and q.is_cuda and not _TMA_ALLOCATOR_SET:
@@ -515,12 +531,15 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     kwargs = dict(
         HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
         IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
-        SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=bool(return_lse),
+        SPLIT_MASK=config["SPLIT_MASK"], USE_TMA=config["USE_TMA"], RETURN_LSE=need_lse,
         WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", False), REVERSE_M=config.get("REVERSE_M", False),
         # Dense keys in whole blocks: no block is ragged (one binary more per config, not one per length).
         EVEN_K=even_k,
         **launch_opts,
     )
+    if band:
+        kwargs["BELOW_BAND"] = True
+    base_args = args
     if config.get("PERSISTENT", False):
         kernel, args = _attn_fwd_persistent, (*args, num_m_blocks, num_tiles)
         kwargs["WHOLE_DESC"] = config["USE_TMA"] and even_k and _whole_rows(q, k, v)
@@ -534,10 +553,17 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
                 return None
             compiled = kernel.warmup(*args, grid=(1,), **kwargs)
             compiled._init_handles()  # loading the binary is where shared-memory overflows surface
+            if band:
+                _band().band_launch(base_args, head_dim=head_dim, block_d=block_d, config=config, varlen=varlen,
+                                    return_lse=bool(return_lse), grid=(1, 1), compile_only=True)
             return compiled
         if kernel is _attn_fwd_persistent:
             grid = (min(num_tiles, _resident_programs(args, kwargs, q, interpreting)),)
         kernel[grid](*args, **kwargs)
+        if band:
+            cb = _band()
+            cb.band_launch(base_args, head_dim=head_dim, block_d=block_d, config=config, varlen=varlen,
+                           return_lse=bool(return_lse), grid=cb.band_grid(sq, batch, hq, config, head_dim))
     except triton.runtime.errors.OutOfResources as e:
         raise InvalidConfig(f"out of resources: {e}") from e
     except triton.compiler.errors.CompilationError as e:

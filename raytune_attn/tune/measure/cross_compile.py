@@ -221,29 +221,39 @@ _LAUNCH_LOCK = threading.Lock()  # the launcher's kernels are module globals, st
 
 
 @contextlib.contextmanager
-def _stood_in(module, names: tuple[str, ...]):
-    """The kernels `names` of `module` replaced by `_Launch` stand-ins while the block runs (one launch at a time);
-    yields {name: stand-in}, each holding what the launcher would have compiled."""
-    launch = {name: _Launch(getattr(module, name)) for name in names}
+def _stood_in(module, names: tuple[str, ...], *more: tuple):
+    """The kernels `names` of `module` (and of each further (module, names) pair) replaced by `_Launch` stand-ins
+    while the block runs (one launch at a time); yields {name: stand-in} in that order, each holding what the
+    launcher would have compiled."""
+    pairs = [(module, names), *more]
+    launch = {name: _Launch(getattr(mod, name)) for mod, ns in pairs for name in ns}
     with _LAUNCH_LOCK:
-        saved = {name: getattr(module, name) for name in names}
+        saved = [(mod, name, getattr(mod, name)) for mod, ns in pairs for name in ns]
         try:
-            for name, stand_in in launch.items():
-                setattr(module, name, stand_in)
+            for mod, ns in pairs:
+                for name in ns:
+                    setattr(mod, name, launch[name])
             yield launch
         finally:
-            for name, kernel in saved.items():
-                setattr(module, name, kernel)
+            for mod, name, kernel in saved:
+                setattr(mod, name, kernel)
 
 
 def launch_spec(problem: Problem, config: dict, backend: str) -> tuple[Any, tuple, dict]:
-    """(kernel, positional arguments, keyword arguments) that `flash_attn_fwd` compiles for contiguous inputs of
+    """The main kernel's launch_specs."""
+    return launch_specs(problem, config, backend)[0]
+
+
+def launch_specs(problem: Problem, config: dict, backend: str) -> list[tuple[Any, tuple, dict]]:
+    """(kernel, positional arguments, keyword arguments) of each kernel (the main one, then the causal band's
+    where `BAND_LAUNCH` has one: kernels/causal_band.py) that `flash_attn_fwd` compiles for contiguous inputs of
     `problem` with a validated `config`, on a GPU of Triton backend `backend` ("hip" or "cuda"), without memory:
     the launcher itself runs on shape-only (meta) tensors with the kernel stood in for, so every argument and
     constexpr it derives (EVEN_K, WHOLE_DESC, new ones) is its own; tensors come back as `_Buffer`s and the
     launch options are the target backend's (the launcher picks them for the GPU of the process it runs in)."""
     import torch
 
+    from raytune_attn.kernels import causal_band as cb
     from raytune_attn.kernels import flash_attn as fa
 
     p, d = problem, problem.head_dim
@@ -260,16 +270,25 @@ def launch_spec(problem: Problem, config: dict, backend: str) -> tuple[Any, tupl
         kw.update(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=p.seqlen_q, max_seqlen_k=p.seqlen_k)
     else:
         q, k = meta(p.batch, p.hq, p.seqlen_q, d), meta(p.batch, p.hkv, p.seqlen_k, d)
-    with _stood_in(fa, ("_attn_fwd", "_attn_fwd_persistent")) as launch:
+    with _stood_in(fa, ("_attn_fwd", "_attn_fwd_persistent"), (cb, ("_attn_band",))) as launch:
         fa.flash_attn_fwd(q, k, torch.empty_like(k), config, out=torch.empty_like(q), **kw)
-    kernel, args, kwargs = next(s.seen for s in launch.values() if s.seen)
-    args = tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a for a in args)
-    kwargs = {n: v for n, v in kwargs.items() if n not in AMD_ONLY_KNOBS and n != "maxnreg"}
-    if backend == "hip":
-        kwargs.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
-    elif config.get("maxnreg"):
-        kwargs["maxnreg"] = config["maxnreg"]
-    return kernel, args, kwargs
+    specs = []
+    for stand_in in launch.values():
+        if stand_in.seen is None:
+            continue
+        kernel, args, kwargs = stand_in.seen
+        args = tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a
+                     for a in args)
+        kwargs = {n: v for n, v in kwargs.items() if n not in AMD_ONLY_KNOBS and n != "maxnreg"}
+        if kernel is cb._attn_band:  # launched with its own fixed options (num_warps, num_stages), as on a GPU
+            specs.append((kernel, args, kwargs))
+            continue
+        if backend == "hip":
+            kwargs.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
+        elif config.get("maxnreg"):
+            kwargs["maxnreg"] = config["maxnreg"]
+        specs.append((kernel, args, kwargs))
+    return specs
 
 
 def specialize(kernel, args: tuple, kwargs: dict, target: Target) -> tuple[dict, dict, dict, dict]:
@@ -294,13 +313,13 @@ def compile_kernel(target: Target, problem: Problem, config: dict):
     if getattr(problem, "kind", None) == "paged":
         specs = paged_launch_specs(problem, config)
     else:
-        specs = [launch_spec(problem, config, target.backend)]
+        specs = launch_specs(problem, config, target.backend)
     compiled = []
     for kernel, args, kwargs in specs:
         signature, constexprs, attrs, options = specialize(kernel, args, kwargs, target)
         compiled.append(triton.compile(ASTSource(kernel, signature, constexprs, attrs), target=target.gpu_target(),
                                        options=options))
-    return compiled[0]  # the main kernel (a paged config with segments also builds its reduce)
+    return compiled[0]  # the main kernel (a paged config with segments also builds its reduce, a band launch its band)
 
 
 def paged_launch_specs(problem, config: dict) -> list[tuple[Any, tuple, dict]]:
