@@ -30,7 +30,8 @@ WARP_SPECIALIZED = ("warp specialized, wide keys, persistent", "warp specialized
                     "warp specialized, wide keys, persistent, heavy-first by pairs of heads",
                     "warp specialized, wide keys, heavy-first grid",
                     "warp specialized, persistent, one Q buffer, heavy-first by pairs of heads",
-                    "warp specialized, tall tiles, persistent")  # fmt: skip
+                    "warp specialized, tall tiles, persistent",
+                    "warp specialized, tall tiles, band launch")  # fmt: skip
 
 
 def _gp(space, seed: int = 0, **problem):
@@ -297,6 +298,19 @@ def test_the_screening_takes_the_warp_specialized_layout_where_the_space_has_it(
         assert sorted(_form(c) for c in ws) == forms
         assert all(c["num_warps"] == 4 and c["num_stages"] == 2 and c["USE_TMA"] and not c["SPLIT_MASK"] for c in ws)
         assert _added_by(space, *WARP_SPECIALIZED, **problem) == len(forms)
+    # Long causal problems at D=64: the tall form too, heavy-first, with the diagonal band by a second launch (the
+    # 128-row form comes in launch order on the persistent grid and heavy-first on the plain one). A space without
+    # the band launch does not get the tall form there.
+    causal64 = {"head_dim": 64, "seqlen_q": 8192, "seqlen_k": 8192, "causal": True}
+    ws = [c for c in _gp(space, **causal64).design_configs() if c["WARP_SPECIALIZE"]]
+    assert sorted(_form(c) for c in ws) == [(128, 128, False, False, True), wide, tall]
+    assert [(c["REVERSE_M"], c["BAND_LAUNCH"]) for c in ws if c["BLOCK_M"] == 256] == [(True, True)]
+    assert not any(c["BAND_LAUNCH"] for c in ws if c["BLOCK_M"] == 128)
+    assert _added_by(space, *WARP_SPECIALIZED, **causal64) == 3
+    no_band = _sm90_without_priors(lambda doc: doc["parameters"].update(BAND_LAUNCH=[False]))
+    assert [c for c in _gp(no_band, **causal64).design_configs() if c["WARP_SPECIALIZE"] and c["BLOCK_M"] == 256] == []
+    assert not any(c["BAND_LAUNCH"] for c in _gp(space, **{**causal64, "seqlen_q": 4096, "seqlen_k": 4096})
+                   .design_configs())  # fmt: skip
     # No WARP_SPECIALIZE knob in the study space: the Hopper file's moves add nothing there.
     study = load_space("nvidia/sm90_study").with_priors(space.priors)
     assert _added_by(study, *WARP_SPECIALIZED, head_dim=256) == 0

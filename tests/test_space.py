@@ -59,6 +59,11 @@ def test_sizes_and_constraints():
 def test_sm90_hopper_knobs():
     space = load_space("nvidia/sm90")
     configs = space.configs()
+    # BAND_LAUNCH (the causal band by a second launch) doubles only the warp-specialized configs.
+    banded = [c for c in configs if c["BAND_LAUNCH"]]
+    configs = [c for c in configs if not c["BAND_LAUNCH"]]
+    assert banded and all(c["WARP_SPECIALIZE"] for c in banded)
+    assert len(banded) == sum(c["WARP_SPECIALIZE"] for c in configs)
     # LPT_GROUP (groups of heads) multiplies only the persistent heavy-first configs, one copy per listed group.
     lpt = space.values["LPT_GROUP"]
     grouped = [c for c in configs if c["LPT_GROUP"]]
