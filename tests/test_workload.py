@@ -171,4 +171,4 @@ def test_paged_compile_twin_is_a_smaller_problem_of_the_same_kind():
     w = make_workload(twin, device="cpu", random=False)  # shapes only: what a compile process builds
     assert w.k.shape == (sum(-(-k // 16) for _, k in twin.lengths()) + 1, 16, 8, 128)
     with pytest.raises(InvalidConfig, match="NUM_SEGMENTS=3"):
-        compile_paged(p, {"NUM_SEGMENTS": 3}, device="cpu")
+        compile_paged(p, {"NUM_SEGMENTS": 3}, device=DEVICE)  # the interpreter takes CPU tensors; a GPU run not
