@@ -20,9 +20,8 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from raytune_attn.kernels.flash_attn import _attn_fwd_inner, _seq_bases
+from raytune_attn.kernels.flash_attn import _attn_fwd_inner, _natural_lse, _seq_bases
 
-LN2 = tl.constexpr(0.6931471805599453)
 LOG2E = tl.constexpr(1.4426950408889634)
 # The band's tiles: 64 rows with 4 warps (16 query rows a warp) and 2 stages, 64 keys up to head dim 128 and 32
 # above (as the kernel's default tiles there: 64 x 64 at D=256 spills, 255 registers), never taller or wider than
@@ -88,7 +87,7 @@ def _attn_band(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     out = (o_main * w_main[:, None] + acc * w_band[:, None]) / den_safe[:, None]
     tl.store(o_ptrs, out.to(o_base.dtype.element_ty), mask=q_mask)
     if RETURN_LSE:
-        tl.store(l_ptrs, tl.where(den == 0.0, float("-inf"), (m + tl.math.log2(den_safe)) * LN2), mask=rows)
+        tl.store(l_ptrs, _natural_lse(m, den), mask=rows)
 
 
 def band_tiles(config, head_dim: int) -> tuple[int, int]:

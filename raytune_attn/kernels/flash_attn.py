@@ -108,6 +108,14 @@ def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo
 
 
 @triton.jit
+def _natural_lse(m, total):
+    """Each row's log-sum-exp in natural log from its running max `m` and sum `total` in log2 units:
+    ln(sum exp(x * scale)) = (m + log2 total) * ln 2; -inf for a row that saw no key (total = 0)."""
+    safe = tl.where(total == 0.0, 1.0, total)
+    return tl.where(total == 0.0, float("-inf"), (m + tl.math.log2(safe)) * 0.6931471805599453)
+
+
+@triton.jit
 def _seq_bases(Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
                stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
                stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN: tl.constexpr):
@@ -235,8 +243,7 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
     out = acc / l_safe[:, None]
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], out.to(o_base.dtype.element_ty), mask=q_mask)
     if RETURN_LSE:
-        # Back from log2 units to natural log: lse = ln(sum exp(x * scale)) = (m + log2 l) * ln 2.
-        lse = tl.where(l_i == 0.0, float("-inf"), (m_i + tl.math.log2(l_safe)) * 0.6931471805599453)
+        lse = _natural_lse(m_i, l_i)
         l_base = Lse + off_z * stride_lz + off_h * stride_lh + q_start * stride_lm
         tl.store(l_base + offs_m * stride_lm, lse, mask=offs_m < seqlen_q)
 

@@ -221,22 +221,26 @@ _LAUNCH_LOCK = threading.Lock()  # the launcher's kernels are module globals, st
 
 
 @contextlib.contextmanager
-def _stood_in(module, names: tuple[str, ...], *more: tuple):
-    """The kernels `names` of `module` (and of each further (module, names) pair) replaced by `_Launch` stand-ins
-    while the block runs (one launch at a time); yields {name: stand-in} in that order, each holding what the
-    launcher would have compiled."""
-    pairs = [(module, names), *more]
-    launch = {name: _Launch(getattr(mod, name)) for mod, ns in pairs for name in ns}
-    with _LAUNCH_LOCK:
-        saved = [(mod, name, getattr(mod, name)) for mod, ns in pairs for name in ns]
+def _stood_in(*kernels: tuple):
+    """The kernels of each (module, names) pair replaced by `_Launch` stand-ins while the block runs (one launch at
+    a time); yields {name: stand-in} in that order, each holding what the launcher would have compiled."""
+    with _LAUNCH_LOCK:  # read inside the lock too: outside it another launch's stand-in may be in place
+        saved = [(mod, name, getattr(mod, name)) for mod, names in kernels for name in names]
+        launch = {name: _Launch(kernel) for _, name, kernel in saved}
         try:
-            for mod, ns in pairs:
-                for name in ns:
-                    setattr(mod, name, launch[name])
+            for mod, name, _ in saved:
+                setattr(mod, name, launch[name])
             yield launch
         finally:
             for mod, name, kernel in saved:
                 setattr(mod, name, kernel)
+
+
+def _buffers(args: tuple) -> tuple:
+    """A launch's arguments with each tensor as a `_Buffer` (its dtype and size: all a compile needs)."""
+    import torch
+
+    return tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a for a in args)
 
 
 def launch_spec(problem: Problem, config: dict, backend: str) -> tuple[Any, tuple, dict]:
@@ -270,24 +274,20 @@ def launch_specs(problem: Problem, config: dict, backend: str) -> list[tuple[Any
         kw.update(cu_seqlens_q=cu, cu_seqlens_k=cu, max_seqlen_q=p.seqlen_q, max_seqlen_k=p.seqlen_k)
     else:
         q, k = meta(p.batch, p.hq, p.seqlen_q, d), meta(p.batch, p.hkv, p.seqlen_k, d)
-    with _stood_in(fa, ("_attn_fwd", "_attn_fwd_persistent"), (cb, ("_attn_band",))) as launch:
+    with _stood_in((fa, ("_attn_fwd", "_attn_fwd_persistent")), (cb, ("_attn_band",))) as launch:
         fa.flash_attn_fwd(q, k, torch.empty_like(k), config, out=torch.empty_like(q), **kw)
     specs = []
     for stand_in in launch.values():
         if stand_in.seen is None:
             continue
         kernel, args, kwargs = stand_in.seen
-        args = tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a
-                     for a in args)
         kwargs = {n: v for n, v in kwargs.items() if n not in AMD_ONLY_KNOBS and n != "maxnreg"}
-        if kernel is cb._attn_band:  # launched with its own fixed options (num_warps, num_stages), as on a GPU
-            specs.append((kernel, args, kwargs))
-            continue
-        if backend == "hip":
-            kwargs.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
-        elif config.get("maxnreg"):
-            kwargs["maxnreg"] = config["maxnreg"]
-        specs.append((kernel, args, kwargs))
+        if kernel is not cb._attn_band:  # the band launch has its own fixed options (num_warps, num_stages)
+            if backend == "hip":
+                kwargs.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
+            elif config.get("maxnreg"):
+                kwargs["maxnreg"] = config["maxnreg"]
+        specs.append((kernel, _buffers(args), kwargs))
     return specs
 
 
@@ -342,12 +342,10 @@ def paged_launch_specs(problem, config: dict) -> list[tuple[Any, tuple, dict]]:
     q = meta(total_q, p.hq, p.head_dim)
     cache = meta(len(lens) * pages + 1, p.block_size, p.hkv, p.head_dim)
     ints = [meta(*shape, dt=torch.int32) for shape in ((len(lens), pages), (len(lens),), (len(lens) + 1,))]
-    with _stood_in(pa, ("_paged_fwd", "_paged_reduce")) as launch:
+    with _stood_in((pa, ("_paged_fwd", "_paged_reduce"))) as launch:
         pa.paged_attn_fwd(q, cache, torch.empty_like(cache), torch.empty_like(q), *ints, p.seqlen_q, config,
                           causal=True, scale=p.head_dim ** -0.5, compile_only=True)
-    return [(kernel, tuple(_Buffer(a.dtype, a.numel() * a.element_size()) if isinstance(a, torch.Tensor) else a
-                           for a in args), kwargs)
-            for kernel, args, kwargs in (s.seen for s in launch.values() if s.seen)]  # fmt: skip
+    return [(kernel, _buffers(args), kwargs) for kernel, args, kwargs in (s.seen for s in launch.values() if s.seen)]
 
 
 def out_of_shared_memory(shared: int, target: Target) -> str | None:
