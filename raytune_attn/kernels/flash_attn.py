@@ -13,6 +13,7 @@ key j iff j <= i + (Sk - Sq). A row with no key to attend (i + Sk - Sq < 0) outp
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import numbers
 import subprocess
@@ -466,6 +467,73 @@ def _resident_programs(args, kwargs, q, interpreting: bool) -> int:
     return n
 
 
+def _scale_of(softmax_scale, head_dim: int) -> float:
+    scale = softmax_scale if softmax_scale is not None else head_dim**-0.5
+    # The kernel takes each row's max of the raw scores and scales it: that is the max of the scaled scores only
+    # for a positive scale (as in flash-attention's kernels).
+    if not (isinstance(scale, numbers.Real) and 0 < scale < float("inf")):
+        raise ValueError(f"softmax_scale must be a positive finite number, got {softmax_scale!r}")
+    return scale
+
+
+def _layout(q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, need_lse: bool):
+    """(batch, hq, hkv, sq, sk, strides, lse): the problem's sizes, the (batch, head, row) strides of q, k, v, out
+    and lse in that order (batch strides 0 for varlen: cu_seqlens place each sequence), and the float32 lse
+    buffer, (B, Hq, Sq) dense or (Hq, total_q) varlen (None unless `need_lse`)."""
+    if cu_seqlens_q is not None:
+        hq, hkv = q.shape[1], k.shape[1]
+        batch, sq, sk = cu_seqlens_q.numel() - 1, max_seqlen_q, max_seqlen_k
+        lse = torch.empty((hq, q.shape[0]), device=q.device, dtype=torch.float32) if need_lse else None
+        strides = [(0, t.stride(1), t.stride(0)) for t in (q, k, v, out)]
+        strides.append((0, lse.stride(0), lse.stride(1)) if need_lse else (0, 0, 0))
+    else:
+        (batch, hq, sq, _), hkv, sk = q.shape, k.shape[1], k.shape[2]
+        lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32) if need_lse else None
+        strides = [(t.stride(0), t.stride(1), t.stride(2)) for t in (q, k, v, out)]
+        strides.append(tuple(lse.stride()) if need_lse else (0, 0, 0))
+    return batch, hq, hkv, sq, sk, tuple(x for st in strides for x in st), lse
+
+
+def _launch_options_for(config, q, interpreting: bool) -> dict:
+    """num_warps, num_stages and the backend's own options of `config`, after refusing (with the reason) what this
+    Triton or backend cannot honour; sets up the TMA allocator on first use."""
+    global _TMA_ALLOCATOR_SET
+    if config["USE_TMA"] and q.is_cuda and not _TMA_ALLOCATOR_SET:
+        _set_tma_allocator()
+        _TMA_ALLOCATOR_SET = True
+    opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
+    if torch.version.hip:
+        opts.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
+    elif config.get("maxnreg"):
+        opts["maxnreg"] = config["maxnreg"]
+    if config.get("WARP_SPECIALIZE") or config.get("maxnreg"):  # the knobs validation.check_backend looks at
+        _check_support(config, q, interpreting)
+    return opts
+
+
+@contextlib.contextmanager
+def _compile_failures_as_invalid_config():
+    """Triton's resource and compile errors raised inside the block become InvalidConfig with the reason; any other
+    error (a fault on the device) is not the config's to answer for and passes through."""
+    try:
+        yield
+    except triton.runtime.errors.OutOfResources as e:
+        raise InvalidConfig(f"out of resources: {e}") from e
+    except triton.compiler.errors.CompilationError as e:
+        raise InvalidConfig(f"compile error: {str(e).strip().splitlines()[-1]}") from e
+    except (subprocess.CalledProcessError, _PTXAS_ERROR) as e:  # the assembler failed (or crashed) on this config
+        raise InvalidConfig(f"compile error in the assembler: {str(e).strip().splitlines()[0][:300]}") from e
+    except RuntimeError as e:
+        # An MLIR pass that gives up on a config (warp specialization is the usual one) fails the whole pass
+        # pipeline with a bare RuntimeError; a CUDA launch refused for resources (registers) is one too.
+        msg = str(e)
+        if "PassManager::run failed" in msg:
+            raise InvalidConfig(f"compile error: a compiler pass failed on this config ({msg.strip()[:200]})") from e
+        if "too many resources requested for launch" in msg or "CUDA_ERROR_OUT_OF_RESOURCES" in msg:
+            raise InvalidConfig(f"out of resources at launch: {msg.strip()[:200]}") from e
+        raise
+
+
 def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seqlens_q=None, cu_seqlens_k=None,
                    max_seqlen_q=None, max_seqlen_k=None, return_lse=False, out=None, compile_only=False):
     """Launch the kernel with an explicit, already validated config (see `raytune_attn.validation.prepare`).
@@ -478,63 +546,26 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
     `compile_only` compiles and loads the binary without launching it (a compile pool warms Triton's cache so
     that the GPU never waits on a compile) and returns the compiled kernel (None in the interpreter).
     """
-    global _TMA_ALLOCATOR_SET
     varlen = cu_seqlens_q is not None
     head_dim = q.shape[-1]
     block_d = max(16, triton.next_power_of_2(head_dim))
-    scale = softmax_scale if softmax_scale is not None else head_dim**-0.5
-    # The kernel takes each row's max of the raw scores and scales it: that is the max of the scaled scores only
-    # for a positive scale (as in flash-attention's kernels).
-    if not (isinstance(scale, numbers.Real) and 0 < scale < float("inf")):
-        raise ValueError(f"softmax_scale must be a positive finite number, got {softmax_scale!r}")
+    scale = _scale_of(softmax_scale, head_dim)
     if out is None:
         out = torch.empty_like(q, memory_format=torch.contiguous_format)
     # BAND_LAUNCH: the causal diagonal band by a second launch (causal_band.py), which merges it into the main
     # launch's output by the log-sum-exp: the main launch stores one whether or not the caller asked for it.
     band = bool(causal) and config.get("BAND_LAUNCH", False)
     need_lse = return_lse or band
-
-    if varlen:
-        batch = cu_seqlens_q.numel() - 1
-        hq = q.shape[1]
-        sq, sk = max_seqlen_q, max_seqlen_k
-        q_strides = (0, q.stride(1), q.stride(0))
-        k_strides = (0, k.stride(1), k.stride(0))
-        v_strides = (0, v.stride(1), v.stride(0))
-        o_strides = (0, out.stride(1), out.stride(0))
-        lse = torch.empty((hq, q.shape[0]), device=q.device, dtype=torch.float32) if need_lse else None
-        l_strides = (0, lse.stride(0), lse.stride(1)) if need_lse else (0, 0, 0)
-    else:
-        batch, hq, sq, _ = q.shape
-        sk = k.shape[2]
-        q_strides = (q.stride(0), q.stride(1), q.stride(2))
-        k_strides = (k.stride(0), k.stride(1), k.stride(2))
-        v_strides = (v.stride(0), v.stride(1), v.stride(2))
-        o_strides = (out.stride(0), out.stride(1), out.stride(2))
-        lse = torch.empty((batch, hq, sq), device=q.device, dtype=torch.float32) if need_lse else None
-        l_strides = tuple(lse.stride()) if need_lse else (0, 0, 0)
-    hkv = k.shape[-2] if varlen else k.shape[1]
-
-    if config["USE_TMA"] and q.is_cuda and not _TMA_ALLOCATOR_SET:
-        _set_tma_allocator()
-        _TMA_ALLOCATOR_SET = True
-    launch_opts = {"num_warps": config["num_warps"], "num_stages": config["num_stages"]}
-    if torch.version.hip:
-        launch_opts.update({name: config[name] for name in AMD_ONLY_KNOBS if name in config})
-    elif config.get("maxnreg"):
-        launch_opts["maxnreg"] = config["maxnreg"]
+    batch, hq, hkv, sq, sk, strides, lse = _layout(q, k, v, out, cu_seqlens_q, max_seqlen_q, max_seqlen_k, need_lse)
     interpreting = type(_attn_fwd).__name__ == "InterpretedFunction"
-    if config.get("WARP_SPECIALIZE") or config.get("maxnreg"):  # the knobs validation.check_backend looks at
-        _check_support(config, q, interpreting)
+    launch_opts = _launch_options_for(config, q, interpreting)
 
     num_m_blocks = triton.cdiv(sq, config["BLOCK_M"])
     num_tiles = num_m_blocks * batch * hq
     if num_tiles == 0 or q.numel() == 0:  # no tile, or (varlen) no token: nothing to compute
         return (out, lse) if return_lse else out
     even_k = not varlen and sk % config["BLOCK_N"] == 0
-    args = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k,
-            *q_strides, *k_strides, *v_strides, *o_strides, *l_strides,
-            sq, sk, hq, hq // hkv, scale * LOG2E)
+    args = (q, k, v, out, lse, cu_seqlens_q, cu_seqlens_k, *strides, sq, sk, hq, hq // hkv, scale * LOG2E)
     kwargs = dict(
         HEAD_DIM=head_dim, BLOCK_D=block_d, BLOCK_M=config["BLOCK_M"], BLOCK_N=config["BLOCK_N"],
         IS_CAUSAL=bool(causal), IS_VARLEN=varlen, PRE_LOAD_V=config["PRE_LOAD_V"],
@@ -554,37 +585,20 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
         kwargs["LPT_GROUP"] = config.get("LPT_GROUP", 0)
     else:
         kernel, grid = _attn_fwd, (num_m_blocks, batch * hq)
-    try:
+    band_kw = dict(head_dim=head_dim, block_d=block_d, config=config, varlen=varlen, return_lse=bool(return_lse))
+    with _compile_failures_as_invalid_config():
         if compile_only:
             if interpreting:  # the interpreter compiles nothing
                 return None
             compiled = kernel.warmup(*args, grid=(1,), **kwargs)
             compiled._init_handles()  # loading the binary is where shared-memory overflows surface
             if band:
-                _band().band_launch(base_args, head_dim=head_dim, block_d=block_d, config=config, varlen=varlen,
-                                    return_lse=bool(return_lse), grid=(1, 1), compile_only=True)
+                _band().band_launch(base_args, grid=(1, 1), compile_only=True, **band_kw)
             return compiled
         if kernel is _attn_fwd_persistent:
             grid = (min(num_tiles, _resident_programs(args, kwargs, q, interpreting)),)
         kernel[grid](*args, **kwargs)
         if band:
             cb = _band()
-            cb.band_launch(base_args, head_dim=head_dim, block_d=block_d, config=config, varlen=varlen,
-                           return_lse=bool(return_lse), grid=cb.band_grid(sq, batch, hq, config, head_dim))
-    except triton.runtime.errors.OutOfResources as e:
-        raise InvalidConfig(f"out of resources: {e}") from e
-    except triton.compiler.errors.CompilationError as e:
-        raise InvalidConfig(f"compile error: {str(e).strip().splitlines()[-1]}") from e
-    except (subprocess.CalledProcessError, _PTXAS_ERROR) as e:  # the assembler failed (or crashed) on this config
-        raise InvalidConfig(f"compile error in the assembler: {str(e).strip().splitlines()[0][:300]}") from e
-    except RuntimeError as e:
-        # An MLIR pass that gives up on a config (warp specialization is the usual one) fails the whole pass
-        # pipeline with a bare RuntimeError; a CUDA launch refused for resources (registers) is one too. Any
-        # other RuntimeError (a fault on the device) is not the config's to answer for: re-raised.
-        msg = str(e)
-        if "PassManager::run failed" in msg:
-            raise InvalidConfig(f"compile error: a compiler pass failed on this config ({msg.strip()[:200]})") from e
-        if "too many resources requested for launch" in msg or "CUDA_ERROR_OUT_OF_RESOURCES" in msg:
-            raise InvalidConfig(f"out of resources at launch: {msg.strip()[:200]}") from e
-        raise
+            cb.band_launch(base_args, grid=cb.band_grid(sq, batch, hq, config, head_dim), **band_kw)
     return (out, lse) if return_lse else out
