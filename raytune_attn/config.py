@@ -123,6 +123,15 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         from raytune_attn.validation import check_paged
 
         return check_paged(config, head_dim=head_dim, vendor=vendor)
+    out = _typed(config, head_dim)
+    _check_ranges(out)
+    _check_vendor(config, vendor)
+    _check_couplings(out)
+    return out
+
+
+def _typed(config: Mapping[str, Any], head_dim: int) -> dict[str, Any]:
+    """`config` over the default for `head_dim`, after refusing unknown knobs and values of the wrong type."""
     unknown = sorted(set(config) - set(KNOBS))
     if unknown:
         raise InvalidConfig(f"unknown knob(s) {unknown}; known knobs are {sorted(KNOBS)}")
@@ -136,6 +145,11 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         elif isinstance(value, bool) or not isinstance(value, int):
             raise InvalidConfig(f"knob {name} must be an integer, got {value!r}")
         out[name] = value
+    return out
+
+
+def _check_ranges(out: dict[str, Any]) -> None:
+    """Each knob's own values."""
     for name in ("BLOCK_M", "BLOCK_N"):
         if out[name] not in _POW2_BLOCKS:
             raise InvalidConfig(f"{name}={out[name]} must be one of {_POW2_BLOCKS} (tl.dot needs >= 16, powers of 2)")
@@ -143,36 +157,40 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         raise InvalidConfig(f"num_warps={out['num_warps']} must be a power of two from 1 to 16")
     if not 1 <= out["num_stages"] <= 8:
         raise InvalidConfig(f"num_stages={out['num_stages']} must be between 1 and 8")
+    if out["maxnreg"] and not 32 <= out["maxnreg"] <= 255:
+        raise InvalidConfig(f"maxnreg={out['maxnreg']} must be 0 (no cap) or between 32 and 255")
+    if out["LPT_GROUP"] not in _LPT_GROUPS:
+        raise InvalidConfig(f"LPT_GROUP={out['LPT_GROUP']} must be one of {_LPT_GROUPS} (0 = one group of all heads)")
+    if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
+        raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
+    if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):
+        raise InvalidConfig(f"matrix_instr_nonkdim={out['matrix_instr_nonkdim']} must be 0, 16 or 32")
+    if "kpack" in out and out["kpack"] not in (1, 2):
+        raise InvalidConfig(f"kpack={out['kpack']} must be 1 or 2")
+
+
+def _check_vendor(config: Mapping[str, Any], vendor: str) -> None:
+    """Knobs of one vendor's backend, asked of the other's."""
     amd = AMD_ONLY_KNOBS & set(config)
     if amd and vendor == "nvidia":
         raise InvalidConfig(f"knob(s) {sorted(amd)} exist only on AMD GPUs")
     nv = sorted(name for name in NVIDIA_ONLY_KNOBS & set(config) if config[name] != 0)
     if nv and vendor == "amd":
         raise InvalidConfig(f"knob(s) {nv} exist only on NVIDIA GPUs")
-    if out["maxnreg"] and not 32 <= out["maxnreg"] <= 255:
-        raise InvalidConfig(f"maxnreg={out['maxnreg']} must be 0 (no cap) or between 32 and 255")
+
+
+def _check_couplings(out: dict[str, Any]) -> None:
+    """The rules among knobs."""
     if out["maxnreg"] * out["num_warps"] * 32 > 65536:
         raise InvalidConfig(f"maxnreg={out['maxnreg']} x num_warps={out['num_warps']} x 32 threads exceeds the "
                             "65536 registers of a block")
-    if out["WARP_SPECIALIZE"] and out["num_warps"] % 4:
-        raise InvalidConfig(f"WARP_SPECIALIZE needs num_warps a multiple of 4 (whole warp groups), got "
-                            f"{out['num_warps']}")
-    if out["WARP_SPECIALIZE"] and not (out["USE_TMA"] and not out["SPLIT_MASK"]):
-        # Triton's Hopper pass aborts the process (an LLVM assertion, not an exception) on a pointer load or on a
-        # second key loop, so these are refused before they reach a compiler.
-        raise InvalidConfig("WARP_SPECIALIZE needs USE_TMA (every load through a tensor descriptor) and SPLIT_MASK "
-                            "off (one key loop)")
-    if out["WARP_SPECIALIZE"] and out["num_stages"] != 2:
-        # A ring of 3 K/V buffers gave NaN outputs with Triton 3.6; 2 is the depth verified.
-        raise InvalidConfig(f"WARP_SPECIALIZE is verified correct with num_stages=2 only (3 gave NaN outputs with "
-                            f"Triton 3.6 on Hopper), got {out['num_stages']}")
+    if out["WARP_SPECIALIZE"]:
+        _check_warp_specialize(out)
     if out["ONE_Q_BUFFER"] and not (out["PERSISTENT"] and out["WARP_SPECIALIZE"]):
         # Elsewhere the tile loop's depth changes nothing (the other persistent forms compile to the same PTX): a
         # config with it would be a second name for one kernel, and a search would time it twice.
         raise InvalidConfig("ONE_Q_BUFFER applies to the persistent grid under warp specialization only: it needs "
                             "PERSISTENT and WARP_SPECIALIZE")
-    if out["LPT_GROUP"] not in _LPT_GROUPS:
-        raise InvalidConfig(f"LPT_GROUP={out['LPT_GROUP']} must be one of {_LPT_GROUPS} (0 = one group of all heads)")
     if out["LPT_GROUP"] and not (out["PERSISTENT"] and out["REVERSE_M"]):
         # Only the persistent grid's heavy-first order has groups to form; elsewhere it would be a second name for
         # one kernel.
@@ -183,10 +201,19 @@ def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: s
         # take any away.
         raise InvalidConfig("BAND_LAUNCH takes the causal band out of the warp-specialized one-loop form: it needs "
                             "WARP_SPECIALIZE")
-    if "waves_per_eu" in out and not 0 <= out["waves_per_eu"] <= 8:
-        raise InvalidConfig(f"waves_per_eu={out['waves_per_eu']} must be between 0 and 8")
-    if "matrix_instr_nonkdim" in out and out["matrix_instr_nonkdim"] not in (0, 16, 32):
-        raise InvalidConfig(f"matrix_instr_nonkdim={out['matrix_instr_nonkdim']} must be 0, 16 or 32")
-    if "kpack" in out and out["kpack"] not in (1, 2):
-        raise InvalidConfig(f"kpack={out['kpack']} must be 1 or 2")
-    return out
+
+
+def _check_warp_specialize(out: dict[str, Any]) -> None:
+    """What Triton's Hopper warp-specialization pass takes (docs/kernel.md)."""
+    if out["num_warps"] % 4:
+        raise InvalidConfig(f"WARP_SPECIALIZE needs num_warps a multiple of 4 (whole warp groups), got "
+                            f"{out['num_warps']}")
+    if not (out["USE_TMA"] and not out["SPLIT_MASK"]):
+        # Triton's Hopper pass aborts the process (an LLVM assertion, not an exception) on a pointer load or on a
+        # second key loop, so these are refused before they reach a compiler.
+        raise InvalidConfig("WARP_SPECIALIZE needs USE_TMA (every load through a tensor descriptor) and SPLIT_MASK "
+                            "off (one key loop)")
+    if out["num_stages"] != 2:
+        # A ring of 3 K/V buffers gave NaN outputs with Triton 3.6; 2 is the depth verified.
+        raise InvalidConfig(f"WARP_SPECIALIZE is verified correct with num_stages=2 only (3 gave NaN outputs with "
+                            f"Triton 3.6 on Hopper), got {out['num_stages']}")
