@@ -111,19 +111,25 @@ def queue_run(run: Callable[[], object], cache: torch.Tensor, start, end, spin: 
     end.record()
 
 
+class _Laps:
+    """Host seconds of each named step, added up in `phase` (a step timed twice adds both)."""
+
+    def __init__(self, phase: dict):
+        self.phase, self.last = phase, time.perf_counter()
+
+    def __call__(self, name: str) -> None:
+        now = time.perf_counter()
+        self.phase[name] = self.phase.get(name, 0.0) + now - self.last
+        self.last = now
+
+
 def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = None,
                    stats: dict | None = None, graph: bool = True) -> float:
     stats = {} if stats is None else stats
     import triton
 
-    phase = stats["phase_s"] = {}
-    clock = [time.perf_counter()]
-
-    def lap(name: str) -> None:
-        now = time.perf_counter()
-        phase[name] = phase.get(name, 0.0) + now - clock[0]
-        clock[0] = now
-
+    stats["phase_s"] = {}  # this call's steps only, in a stats dict the caller may reuse
+    lap = _Laps(stats["phase_s"])
     cache = triton.runtime.driver.active.get_empty_cache_for_benchmark()  # larger than L2
     a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
@@ -135,16 +141,8 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     first = one_run()
     lap("first")
     if cap_ms is not None and first > cap_ms:
-        # A single run is no verdict: the host can stall for milliseconds between the start event and the launch
-        # (30 compile processes on 32 cores, past what the spin hides), and the run is timed before the graph
-        # exists, and configs capped on one run have turned out among the best of their problem. So a second run
-        # confirms: the rung stops only if it is over the cap too, unless no stall could explain the first (over
-        # the cap by more than STALL_MAX_MS). It queues behind CONFIRM_SPIN_CYCLES, so that a host stall of up to
-        # 20 ms before its launch is not timed either (stalls can come two in a row).
-        runs = 1
-        if first <= cap_ms + STALL_MAX_MS:
-            first, runs = min(first, one_run(CONFIRM_SPIN_CYCLES)), 2
-            lap("first")
+        first, runs = _confirmed_first(one_run, first, cap_ms)
+        lap("first")
         if first > cap_ms:
             stats["runs"], stats["graphed"] = runs, False
             return float(first)
@@ -152,19 +150,7 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
     lap("capture")
     stats["graphed"] = replay is not None
     fn = replay or fn
-    # Estimate one run, and what the flush and the spin add, from back-to-back runs (fewer for long kernels).
-    k = min(5, max(1, int(10.0 / max(first, 1e-3))))
-    a.record()
-    for _ in range(k):
-        fn()
-    b.record()
-    c = torch.cuda.Event(enable_timing=True)
-    cache.zero_()
-    torch.cuda._sleep(SPIN_CYCLES)
-    c.record()
-    torch.cuda.synchronize()
-    est = a.elapsed_time(b) / k
-    overhead = b.elapsed_time(c)
+    est, overhead = _estimate(fn, cache, first)
     lap("estimate")
     warm = max(1, int(warmup_ms / max(est, 1e-6)))
     t0 = time.perf_counter()
@@ -172,8 +158,41 @@ def _gpu_median_ms(fn, warmup_ms: float, rep_ms: float, cap_ms: float | None = N
         fn()
     stats["host_us_per_launch"] = (time.perf_counter() - t0) / warm * 1e6
     lap("warmup")
-    n = rep_count(est, rep_ms, overhead)
-    stats["runs"] = n
+    n = stats["runs"] = rep_count(est, rep_ms, overhead)
+    return _timed_median(fn, cache, n, lap)
+
+
+def _confirmed_first(one_run: Callable[[int], float], first: float, cap_ms: float) -> tuple[float, int]:
+    """(the first run's time, runs made) once a first run over the cap is confirmed or not.
+
+    A single run is no verdict: the host can stall for milliseconds between the start event and the launch (30
+    compile processes on 32 cores, past what the spin hides), and the run is timed before the graph exists, and
+    configs capped on one run have turned out among the best of their problem. So a second run confirms: the rung
+    stops only if it is over the cap too, unless no stall could explain the first (over the cap by more than
+    STALL_MAX_MS). It queues behind CONFIRM_SPIN_CYCLES, so that a host stall of up to 20 ms before its launch is not
+    timed either (stalls can come two in a row)."""
+    if first <= cap_ms + STALL_MAX_MS:
+        return min(first, one_run(CONFIRM_SPIN_CYCLES)), 2
+    return first, 1
+
+
+def _estimate(fn: Callable[[], object], cache: torch.Tensor, first: float) -> tuple[float, float]:
+    """(ms of one run, ms the flush and the spin add to each), from back-to-back runs (fewer for long kernels)."""
+    k = min(5, max(1, int(10.0 / max(first, 1e-3))))
+    a, b, c = (torch.cuda.Event(enable_timing=True) for _ in range(3))
+    a.record()
+    for _ in range(k):
+        fn()
+    b.record()
+    cache.zero_()
+    torch.cuda._sleep(SPIN_CYCLES)
+    c.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / k, b.elapsed_time(c)
+
+
+def _timed_median(fn: Callable[[], object], cache: torch.Tensor, n: int, lap: _Laps) -> float:
+    """The median of `n` runs, each queued as `queue_run` queues it, all queued before the one wait."""
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for s, e in zip(starts, ends, strict=True):
