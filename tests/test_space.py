@@ -193,6 +193,31 @@ def test_bounded_expressions_still_compute_small_arithmetic(tmp_path):
     assert space.configs() == want and 0 < len(want) < 12
 
 
+def _product_filtered(space):
+    """Every config of the full product that passes the constraints in order: what `configs()` must list."""
+    combos = itertools.product(*(p.values for p in space.params))
+    return [c for c in (space.to_config(v) for v in combos) if all(k(c) for k in space.constraints)]
+
+
+@pytest.mark.parametrize("name", ["cpu/interpreter", "nvidia/sm80", "nvidia/sm90_study", "amd/gfx942_paged"])
+def test_pruned_enumeration_lists_the_full_products_configs_in_its_order(name):
+    space = load_space(name)
+    assert space.configs() == _product_filtered(space)
+
+
+def test_a_constraint_guarded_by_an_earlier_one_runs_only_where_that_one_held(tmp_path):
+    # The first constraint reads the last knob; the second reads only the first two and divides by zero at
+    # BLOCK_M=32, BLOCK_N=16, which the first one rules out: listed after it, it must never run there.
+    doc = _with(parameters={"BLOCK_M": [16, 32], "BLOCK_N": [16, 32], "num_stages": [1, 2]},
+                constraints=["BLOCK_M == 16 or BLOCK_N == 32 or num_stages > 99", "64 // (BLOCK_M - 2 * BLOCK_N) < 0"])
+    space = load_space(_write(tmp_path, doc, "guarded.yaml"))
+    tiles = [(c["BLOCK_M"], c["BLOCK_N"]) for c in space.configs()]
+    assert space.configs() == _product_filtered(space) and tiles == [(16, 16)] * 2 + [(16, 32)] * 2 + [(32, 32)] * 2
+    doc["constraints"].reverse()  # unguarded, the division fails at load time, naming the file
+    with pytest.raises(SpaceError, match=r"unguarded\.yaml: constraints: ZeroDivisionError"):
+        load_space(_write(tmp_path, doc, "unguarded.yaml"))
+
+
 def test_a_value_usable_only_with_another_knob_loads(tmp_path):
     # WARP_SPECIALIZE=True alone is refused by validate_config; with USE_TMA, SPLIT_MASK off, 4 warps it runs.
     doc = _with(parameters={"WARP_SPECIALIZE": [False, True], "USE_TMA": [False, True], "SPLIT_MASK": [False],

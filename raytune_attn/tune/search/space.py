@@ -23,7 +23,6 @@ multiplicatively), `index` (rank among the values; default for integers that inc
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -93,15 +92,39 @@ class SearchSpace:
         return all(c(config) for c in self.constraints)
 
     def configs(self) -> list[dict[str, Any]]:
-        """Every feasible config, in the product order of the parameters' values."""
-        out = []
-        for combo in itertools.product(*(p.values for p in self.params)):
-            if self.allowed is not None and combo not in self.allowed:
-                continue
-            cfg = self.to_config(combo)
-            if all(c(cfg) for c in self.constraints):
-                out.append(cfg)
+        """Every feasible config, in the product order of the parameters' values.
+
+        The product is walked depth-first and each constraint is checked as soon as the parameters it and every
+        constraint before it read are set, which prunes whole subtrees (the Hopper space: 2.3M combinations, 9248
+        configs). The constraints still run in their listed order, each only where those before it held, as over
+        the full product: a constraint guarded by an earlier one raises where it did before, and nowhere else."""
+        names, cfg, out = self.names, {}, []
+        checks = self._checks_by_depth()
+
+        def walk(depth: int) -> None:
+            if depth == len(names):
+                if self.allowed is None or tuple(cfg[n] for n in names) in self.allowed:
+                    out.append(dict(cfg))
+                return
+            for v in self.params[depth].values:
+                cfg[names[depth]] = v
+                if all(c(cfg) for c in checks[depth]):
+                    walk(depth + 1)
+            del cfg[names[depth]]
+
+        walk(0)
         return out
+
+    def _checks_by_depth(self) -> list[list[Constraint]]:
+        """For each parameter, the constraints to check once it is set: constraint k goes where every parameter
+        read by constraints 0..k is set (so their listed order is kept)."""
+        index = {n: i for i, n in enumerate(self.names)}
+        checks: list[list[Constraint]] = [[] for _ in self.params]
+        depth = 0
+        for c in self.constraints:
+            depth = max([depth] + [index[n] for n in c.names if n in index])
+            checks[depth].append(c)
+        return checks
 
     @property
     def size(self) -> int:
