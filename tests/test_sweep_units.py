@@ -767,3 +767,46 @@ def test_no_priors_and_warm_start_reach_the_searchers(tmp_path, monkeypatch):
     assert make_searcher("random", space, seed=0, initial=first).suggest("t")["BLOCK_M"] == first[0]["BLOCK_M"]
     assert searcher_options(make_plan(SweepConfig(out=str(tmp_path / "o"))), space) == {"priors": True}
     assert not (tmp_path / "o").exists()  # planning writes nothing
+
+
+class _ScriptedActor:
+    """A benchmark actor's handle whose `stats` call answers from a script: exceptions raised in order, then the
+    counters (ray.get is patched to play it)."""
+
+    def __init__(self, *outcomes):
+        self.outcomes = list(outcomes)
+        self.stats = self
+
+    def remote(self):
+        return self
+
+
+def test_actor_stats_waits_for_a_restarting_actor_and_survives_a_dead_one(monkeypatch):
+    import ray
+
+    from raytune_attn.tune.sweep import cluster
+
+    def get(ref, timeout=None):
+        out = ref.outcomes.pop(0)
+        if isinstance(out, BaseException):
+            raise out
+        return out
+
+    clock = [0.0]  # the waits advance a clock of their own: no real time passes
+
+    def sleep(s):
+        clock[0] += s
+
+    monkeypatch.setattr(ray, "get", get)
+    monkeypatch.setattr(cluster.time, "sleep", sleep)
+    monkeypatch.setattr(cluster.time, "monotonic", lambda: clock[0])
+    unavailable = ray.exceptions.ActorUnavailableError("the actor is restarting", None)
+    counters = {"busy_s": 2.5, "baseline_s": 0.5, "compile_wait_s": 0.1, "calls": 7}
+    restarting = _ScriptedActor(unavailable, unavailable, counters)
+    dead = _ScriptedActor(ray.exceptions.ActorDiedError())
+    never_back = _ScriptedActor(*[unavailable] * 100)
+    got = cluster.actor_stats([restarting, dead, never_back], timeout_s=5.0)
+    assert got[0] == counters and restarting.outcomes == []  # asked again until it answered
+    assert got[1]["unavailable"] == "ActorDiedError" and got[1]["busy_s"] == 0.0 and got[1]["calls"] == 0
+    assert got[2]["unavailable"] == "still restarting" and got[2]["busy_s"] == 0.0
+    assert 5.0 <= clock[0] < 5.5 and len(never_back.outcomes) > 50  # asked until the deadline, then given up

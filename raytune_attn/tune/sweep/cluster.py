@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -30,6 +31,36 @@ class Cluster:
     @property
     def n_actors(self) -> int:
         return sum(len(a) for a in self.actors.values())
+
+
+# What an actor that cannot answer contributes to the sweep's accounting (summary.py reads these counters).
+_NO_STATS = {"busy_s": 0.0, "baseline_s": 0.0, "compile_wait_s": 0.0, "calls": 0}
+
+
+def actor_stats(actors: list, timeout_s: float = 120.0) -> list[dict]:
+    """Each benchmark actor's counters (`stats`), in the actors' order. An actor that a config killed answers with
+    ActorUnavailableError while Ray restarts it: it is waited for (its counters then start from the restart). One
+    that is dead, or not back within `timeout_s` in all, gets zero counters and `unavailable`: a crash among the
+    last rungs must not end the sweep before its files are written."""
+    import ray
+
+    deadline = time.monotonic() + timeout_s
+    out = []
+    for a in actors:
+        while True:
+            try:
+                out.append(ray.get(a.stats.remote(), timeout=max(1.0, deadline - time.monotonic())))
+                break
+            except ray.exceptions.ActorUnavailableError:
+                if time.monotonic() < deadline:
+                    time.sleep(0.2)
+                    continue
+                out.append({**_NO_STATS, "unavailable": "still restarting"})
+                break
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError) as e:
+                out.append({**_NO_STATS, "unavailable": type(e).__name__})
+                break
+    return out
 
 
 @contextmanager

@@ -8,6 +8,7 @@ import logging
 import shutil
 import time
 
+from raytune_attn.tune.sweep.cluster import actor_stats
 from raytune_attn.tune.sweep.remeasure import actor_per_search, remeasure
 from raytune_attn.tune.sweep.run import Fit, Sweep, meta
 
@@ -16,8 +17,6 @@ log = logging.getLogger(__name__)
 
 def finalize(sweep: Sweep, fit: Fit) -> dict:
     """Write the sweep's files and finish its tracking; returns summary.json's content."""
-    import ray
-
     from raytune_attn import artifact
     from raytune_attn.tune import results, winners
     from raytune_attn.tune.sweep.summary import summarize
@@ -37,7 +36,7 @@ def finalize(sweep: Sweep, fit: Fit) -> dict:
     shutil.rmtree(plan.out / "trials", ignore_errors=True)
     df = results.read_trials(path)
     art_path = artifact.write(winners.build_artifact(df), plan.out / "best_configs.json")
-    stats = {accel: ray.get([a.stats.remote() for a in acts]) for accel, acts in sweep.cluster.actors.items()}
+    stats = {accel: actor_stats(acts) for accel, acts in sweep.cluster.actors.items()}
     summary = summarize(sweep, fit, df, stats, time.time() - sweep.t0)
     summary["trials_expected"] = sum(s.budget for s in sweep.searches)
     if summary["trials"] < summary["trials_expected"]:

@@ -8,7 +8,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from raytune_attn.tune.sweep.cluster import Cluster
+from raytune_attn.tune.sweep.cluster import Cluster, actor_stats
 from raytune_attn.tune.sweep.config import SweepUsageError
 from raytune_attn.tune.sweep.plan import Plan
 
@@ -241,7 +241,7 @@ def run_tune(sweep: Sweep) -> Fit:
         log.info("every search has run its budget: finishing the sweep")
     t_return = time.time()
     brokers = sweep.cluster.brokers.values()
-    at_fit = [x for acts in sweep.cluster.actors.values() for x in ray.get([a.stats.remote() for a in acts])]
+    at_fit = [x for acts in sweep.cluster.actors.values() for x in actor_stats(acts)]
     return Fit(grid=grid, t_fit=t_fit, t_return=t_return,
                lanes={accel: ray.get(b.stats.remote()) for accel, b in sweep.cluster.brokers.items()},
                firsts=[ray.get(b.firsts.remote()) for b in brokers],
