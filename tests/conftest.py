@@ -29,6 +29,10 @@ if not HAS_GPU:
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
 DEVICE = "cuda" if HAS_GPU else "cpu"
+# For tests of CPU-side logic that build CPU tensors or float32 workloads: only the interpreter takes those, and a
+# GPU machine's run has no interpreter (TRITON_INTERPRET is set above only without a GPU). CI's CPU run covers them.
+interpreter_only = pytest.mark.skipif(HAS_GPU, reason="CPU tensors and float32 workloads run only in the Triton "
+                                      "interpreter, which a run on a GPU machine does not use")
 
 # Short (Ray's socket paths under it must fit in 107 bytes), and removed when the session ends.
 _RAY_TMPDIR = tempfile.mkdtemp(prefix="rt", dir="/tmp")

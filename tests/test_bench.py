@@ -1,5 +1,8 @@
 """The benchmark's varlen SDPA baselines on the CPU: the nested-jagged and padded inputs, the outputs packed back,
-checked against the package's reference on tiny varlen problems (GQA and causal included, fp32); and the table."""
+checked against the package's reference on tiny varlen problems (GQA and causal included, fp32); and the table.
+
+The tests of CPU float32 tensors (the layouts held to float32's tolerance, the CPU backends' refusals, a CPU
+`bench_problem` without baselines) are `interpreter_only`: CI's CPU run covers them; a GPU machine's skips them."""
 
 import math
 
@@ -7,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import DEVICE, interpreter_only
 
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure import bench
@@ -21,6 +25,7 @@ def _varlen(hq, hkv, causal, batch=4, s=13, d=16):
 CASES = [(2, 2, False), (2, 2, True), (4, 2, False), (4, 2, True), (4, 1, True)]
 
 
+@interpreter_only
 @pytest.mark.parametrize("hq,hkv,causal", CASES)
 def test_padded_layout_matches_reference(hq, hkv, causal):
     w = make_workload(_varlen(hq, hkv, causal), device="cpu")
@@ -44,6 +49,7 @@ def test_padded_layout_matches_reference(hq, hkv, causal):
     assert accept(bench.unpad_output(F.scaled_dot_product_attention(qe, ke, ve, attn_mask=mask_e), w), ref)[0]
 
 
+@interpreter_only
 @pytest.mark.parametrize("hq,hkv,causal", CASES)
 def test_njt_layout_matches_reference(hq, hkv, causal):
     w = make_workload(_varlen(hq, hkv, causal), device="cpu")
@@ -69,6 +75,7 @@ def test_njt_layout_matches_reference(hq, hkv, causal):
     assert ok and err < 1e-5
 
 
+@interpreter_only
 def test_varlen_candidates_names_and_notes():
     w = make_workload(_varlen(4, 2, True), device="cpu")
     ref = reference(w)
@@ -86,6 +93,7 @@ def test_varlen_candidates_names_and_notes():
     assert [c[0] for c in bench._varlen_candidates(w, ("flash",))] == ["sdpa-flash-njt"]  # flash takes no mask
 
 
+@interpreter_only
 def test_bench_problem_varlen_on_cpu_times_the_kernel_only():
     p = Problem(batch=2, hq=2, hkv=1, seqlen_q=20, seqlen_k=20, head_dim=32, causal=True, dtype="float32",
                 varlen=True)
@@ -144,6 +152,7 @@ def test_bench_command_runs_the_interpreter_without_a_gpu_by_itself(tmp_path):
     assert "Triton interpreter" in p.stdout
 
 
+@interpreter_only
 def test_bench_problem_paged_on_cpu_times_the_paged_kernel():
     from raytune_attn.problem import Problem as P
 
@@ -160,6 +169,7 @@ def test_sdpa_over_gathered_kv_matches_the_reference():
     from raytune_attn.tune.measure.paged_workload import sdpa_gathered
     from raytune_attn.tune.measure.workload import accept, make_workload, reference
 
-    w = make_workload(P.from_key("paged-n1q5k30+n2q1k17~40-bs16-hq4-hkv2-d16-float32-seed0"), device="cpu")
+    dtype = "float32" if DEVICE == "cpu" else "bfloat16"  # float32 is the interpreter's; a GPU's sweeps run bf16
+    w = make_workload(P.from_key(f"paged-n1q5k30+n2q1k17~40-bs16-hq4-hkv2-d16-{dtype}-seed0"), device=DEVICE)
     fn, packed = sdpa_gathered(w)
     assert accept(packed(fn()), reference(w))[0]

@@ -5,12 +5,14 @@ import math
 
 import pandas as pd
 import pytest
+from conftest import interpreter_only
 
 from benchmarks import exhaustive
 from raytune_attn.tune.measure import bench
 
 
 @pytest.mark.slow
+@interpreter_only  # the interpreter's float32 grid: on a GPU SDPA rows join these, and no interpreter note
 def test_bench_writes_parquet_and_markdown(tmp_path):
     problems = bench.tiny_grid()[:2]
     df = bench.run_bench(problems, [{"BLOCK_M": 32, "BLOCK_N": 16}, {"BLOCK_M": 16}], tmp_path / "b.parquet",
@@ -26,6 +28,7 @@ def test_bench_writes_parquet_and_markdown(tmp_path):
 
 
 @pytest.mark.slow
+@interpreter_only  # the interpreter's space, float32 held to 1e-4: a GPU's float32 dots run in TF32
 def test_exhaustive_records_every_config(tmp_path, capsys):
     out = tmp_path / "land.parquet"
     key = "dense-b1-hq2-hkv1-sq20-sk33-d32-causal-float32"

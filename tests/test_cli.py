@@ -121,6 +121,25 @@ def test_missing_or_unreadable_file_is_one_line_naming_it(argv, capsys, tmp_path
     one_line_error(code, err, "garbage")
 
 
+def test_a_corrupt_landscape_is_named_whatever_the_reader_says(capsys, tmp_path, monkeypatch):
+    """A pandas that opens the file itself hands pyarrow a file object, and the message then says '<Buffer>' where
+    the file's name was: replay names the file either way."""
+    need(["replay"])
+    import pandas as pd
+
+    read = pd.read_parquet
+
+    def through_a_file_object(path, **kw):
+        with open(path, "rb") as fh:
+            return read(fh, **kw)
+
+    monkeypatch.setattr(pd, "read_parquet", through_a_file_object)
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_text("not parquet\n")
+    code, _, err = run_main(["replay", "--landscape", str(garbage)], capsys)
+    one_line_error(code, err, str(garbage))
+
+
 def test_console_script_in_a_real_process(tmp_path):
     """What a shell sees: one stderr line and exit 2 for a bad flag and for a missing file."""
     p = run("bench", "--bogus")

@@ -3,6 +3,7 @@
 import time
 
 import pytest
+from conftest import interpreter_only
 
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.compile_pool import CompilePool
@@ -99,6 +100,7 @@ def _one_config_space(config: dict):
                         "parameters": {k: [v] for k, v in config.items()}}, source="one-config")
 
 
+@interpreter_only  # the interpreter's compile of a float32 CPU twin stands in for the GPU's
 def test_paged_configs_go_through_the_paged_kernels_compile(monkeypatch):
     """On a GPU node the pool builds a paged problem's config with the paged kernel's own warm-up (not the dense
     kernel's launch spec, which has knobs a paged config lacks), validated by the paged rules: a bad knob is

@@ -107,6 +107,20 @@ def _fake_tool(bindir: Path, name: str, script: str) -> None:
     p.chmod(0o755)
 
 
+# The programs deploy/onprem/node-resources.sh runs besides the GPU tools (bash's builtins aside). Its tests give it a
+# PATH of links to exactly these beside the stand-ins, so a GPU machine's own nvidia-smi or rocm-smi (in /usr/bin)
+# is never what the script finds.
+NODE_RESOURCES_UTILS = ("sed", "tr", "grep", "head", "cut")
+
+
+def _link_utils(bindir: Path) -> None:
+    for name in NODE_RESOURCES_UTILS:
+        real = shutil.which(name)
+        if real is None:
+            pytest.skip(f"node-resources.sh needs {name}")
+        (bindir / name).symlink_to(real)
+
+
 @pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
 @pytest.mark.parametrize("tool,script,expect", [
     ("nvidia-smi", 'case "$*" in *compute_cap*) echo 9.0;; *) echo "NVIDIA H100 80GB HBM3";; esac\n',
@@ -121,8 +135,10 @@ def test_onprem_node_resources_script(tmp_path, tool, script, expect):
     bindir.mkdir()
     if tool:
         _fake_tool(bindir, tool, script)
-    env = {"PATH": f"{bindir}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    out = subprocess.run(["bash", str(DEPLOY / "onprem" / "node-resources.sh")], env=env, capture_output=True,
+    _link_utils(bindir)
+    env = {"PATH": str(bindir), "HOME": str(tmp_path)}
+    bash = shutil.which("bash")
+    out = subprocess.run([bash, str(DEPLOY / "onprem" / "node-resources.sh")], env=env, capture_output=True,
                          text=True, timeout=30, check=True).stdout.strip()
     assert out == expect
     flags = dict(f.split("=", 1) for f in out.split())
@@ -131,7 +147,7 @@ def test_onprem_node_resources_script(tmp_path, tool, script, expect):
     # A per-host override file wins.
     (tmp_path / ".raytune-attn").mkdir()
     (tmp_path / ".raytune-attn" / "ray-start-flags").write_text('--resources={"accelerator_type:A100":1}\n')
-    out = subprocess.run(["bash", str(DEPLOY / "onprem" / "node-resources.sh")], env=env, capture_output=True,
+    out = subprocess.run([bash, str(DEPLOY / "onprem" / "node-resources.sh")], env=env, capture_output=True,
                          text=True, timeout=30, check=True).stdout.strip()
     assert out == '--resources={"accelerator_type:A100":1}'
 
@@ -248,9 +264,9 @@ def test_mlflow_server_starts_as_deployed_and_sweeps_can_reach_it(tmp_path):
     import time
     import urllib.request
 
-    exe = shutil.which("mlflow", path=str(Path(sys.executable).parent))
-    if exe is None:
-        pytest.skip("mlflow CLI not installed")
+    # `python -m mlflow`: this interpreter's MLflow, with or without an `mlflow` console script beside it. The server
+    # needs MLflow's server side (Flask, ...), which a client-only install lacks.
+    pytest.importorskip("flask", reason="`mlflow server` needs Flask, which is not installed")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
@@ -259,7 +275,8 @@ def test_mlflow_server_starts_as_deployed_and_sweeps_can_reach_it(tmp_path):
     values = {"MLFLOW_HOST": "127.0.0.1", "MLFLOW_PORT": str(port),
               "MLFLOW_BACKEND_STORE_URI": f"sqlite:///{tmp_path}/mlflow.db",
               "MLFLOW_ARTIFACTS_DESTINATION": str(tmp_path / "artifacts")}
-    argv = [exe] + [values.get(a[2:-1], a) if a.startswith("${") else a for a in cmd.split()] + ["--workers", "1"]
+    args = [values.get(a[2:-1], a) if a.startswith("${") else a for a in cmd.split()]
+    argv = [sys.executable, "-m", "mlflow", *args, "--workers", "1"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=tmp_path,
                             start_new_session=True)
     try:
@@ -278,5 +295,8 @@ def test_mlflow_server_starts_as_deployed_and_sweeps_can_reach_it(tmp_path):
         m = doctor.mlflow_tracking(f"http://127.0.0.1:{port}", timeout=5)
         assert m["reachable"] and m["status"] == "server healthy"
     finally:
-        os.killpg(proc.pid, 15)
+        try:
+            os.killpg(proc.pid, 15)
+        except ProcessLookupError:
+            pass  # it exited already: the failure above says why
         proc.wait(timeout=30)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from conftest import DEVICE
 
 from raytune_attn import footprint
 from raytune_attn.footprint import ProblemTooLarge
@@ -22,7 +23,7 @@ def _parts(p, **kw):
 
 @pytest.mark.parametrize("p", [DENSE, VARLEN])
 def test_inputs_outputs_and_reference_match_the_tensors_a_benchmark_builds(p):
-    w = make_workload(p, device="cpu")
+    w = make_workload(p, device=DEVICE)  # byte counts: the same on any device
     parts = _parts(p)
     assert parts["q"] == w.q.nbytes
     assert parts["k+v"] == w.k.nbytes + w.v.nbytes
@@ -38,7 +39,7 @@ def test_inputs_outputs_and_reference_match_the_tensors_a_benchmark_builds(p):
 
 
 def test_on_cpu_the_masked_reference_holds_the_score_matrix_and_no_baseline_runs():
-    w = make_workload(DENSE, device="cpu")
+    w = make_workload(DENSE, device=DEVICE)  # its tensors' sizes only
     scores = w.q.float() @ w.k.float().repeat_interleave(2, dim=1).transpose(-1, -2)
     parts = _parts(DENSE, device="cpu")
     assert parts["reference scores"] == scores.nbytes and "baseline workspace" not in parts
@@ -50,7 +51,7 @@ def test_on_cpu_the_masked_reference_holds_the_score_matrix_and_no_baseline_runs
 
 
 def test_varlen_baseline_workspace_is_the_larger_sdpa_layout():
-    w = make_workload(VARLEN, device="cpu")
+    w = make_workload(VARLEN, device=DEVICE)
     q, k, v, mask = padded_inputs(w, expand=False)
     padded = sum(t.nbytes for t in (q, k, v, mask))
     njt = 2 * expand_kv(w.k, VARLEN.hq, 1).nbytes

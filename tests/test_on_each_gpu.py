@@ -2,6 +2,7 @@
 `nvidia-smi` that lists two GPUs (the script asks it how many there are); the jobs are shell commands."""
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -21,9 +22,12 @@ def _run(tmp_path: Path, *jobs: str) -> subprocess.CompletedProcess:
     smi = bin_dir / "nvidia-smi"
     smi.write_text("#!/bin/sh\necho 'GPU 0: stand-in'\necho 'GPU 1: stand-in'\n")
     smi.chmod(0o755)
-    python = bin_dir / "python3"  # the library's helpers run python3 with PyYAML: this interpreter
-    if not python.exists():
-        python.symlink_to(sys.executable)
+    # The library's helpers run python3 with PyYAML: this interpreter, through a script that runs it by its own path.
+    # A symlink would not do: a virtual environment's python started through a link elsewhere finds no pyvenv.cfg
+    # beside the link, so it runs as the base interpreter without the environment's packages (PyYAML among them).
+    python = bin_dir / "python3"
+    python.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} \"$@\"\n")
+    python.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "OUT": str(tmp_path / "out"), "RUN": "t",
            "BUNDLE": str(tmp_path / "no-bundle.tar.xz")}
     return subprocess.run(["bash", str(SCRIPT), *jobs], cwd=ROOT, env=env, capture_output=True, text=True,

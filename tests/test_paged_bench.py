@@ -1,6 +1,9 @@
 """benchmarks/paged_bench.py in its --tiny mode (the Triton interpreter on a CPU: correctness only, no timing):
 the Parquet it writes has one row per benchmark row and every column, and each method's output is within tolerance
-of the benchmark's float32 reference, itself checked here against a float64 attention written independently."""
+of the benchmark's float32 reference, itself checked here against a float64 attention written independently.
+
+On a GPU machine --tiny runs the same float32 rows on the GPU, untimed, with TF32's tolerance there
+(`paged_bench.tolerance`); the tests of an interpreter artifact or CPU tensors are `interpreter_only`."""
 
 import json
 import math
@@ -9,6 +12,7 @@ import pandas as pd
 import pytest
 import torch
 import triton
+from conftest import DEVICE, interpreter_only
 
 from benchmarks import paged_bench, paged_rows
 from benchmarks.paged_batch import make_batch, reference
@@ -54,11 +58,12 @@ def test_tiny_mode_writes_checked_rows(tmp_path):
     assert list(df["bytes"]) == [r.bytes_moved() for r in rows]
     for method in ("paged", "sdpa", "varlen"):
         assert df[f"{method}_ok"].tolist() == [True] * len(rows), method
-        assert (df[f"{method}_err"] <= paged_bench.TOLERANCE["float32"]).all(), method
-    assert df["paged_ms"].isna().all()  # the interpreter's times are no GPU's: none are reported
+        assert (df[f"{method}_err"] <= paged_bench.tolerance("float32", DEVICE)).all(), method
+    assert df["paged_ms"].isna().all()  # --tiny times nothing (the interpreter's times are no GPU's)
     assert (tmp_path / "paged_bench.txt").read_text().count("\n") == len(rows) + 3
 
 
+@interpreter_only  # the artifact's entry is the interpreter's: a GPU's lookup finds none for its own
 def test_tuned_artifact_config_is_timed_beside_the_default(tmp_path):
     """--configs: a row in a tuned entry's bucket runs (and is checked) with that entry's config, a decode row of
     another bucket with the nearest entry's; a row of another query bucket says it has none."""
@@ -151,6 +156,7 @@ def test_a_failing_method_or_row_is_reported_and_the_rest_still_runs(tmp_path, m
     assert df["note"].tolist() == ["error: RuntimeError: no kernel for this shape"]
 
 
+@interpreter_only  # CPU tensors, float32 held to 1e-4
 def test_prefill_probe_rows_are_checked_against_the_reference():
     """benchmarks/paged_prefill_probe.py's timing loop on an interpreter-sized row: each method's output is checked
     against the float32 reference (the probe records the max error beside each time)."""

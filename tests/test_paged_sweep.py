@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import interpreter_only
 
 from raytune_attn import artifact, paged_runtime, runtime
 from raytune_attn.device import detect
@@ -19,10 +20,13 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
+@interpreter_only  # a sweep in the interpreter on the CPU: on a GPU host Ray would place it on the GPU
 def test_paged_problems_tune_into_an_artifact_the_runtime_uses(tmp_path):
     problems = load_problems("cpu_paged_smoke")
     out = tmp_path / "out"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    # This checkout first; the caller's own path after it (where Ray and the rest may be installed).
+    env = {**os.environ, "TRITON_INTERPRET": "1",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     for name in ("RAY_ADDRESS", "RAYTUNE_ATTN_CRASH_ON", "RAYTUNE_ATTN_FAKE_DEVICE", "RAYTUNE_ATTN_SIMULATE"):
         env.pop(name, None)
     args = [sys.executable, "-m", "raytune_attn", "tune", "--problems", "cpu_paged_smoke", "--budget", "1",

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import interpreter_only
 
 from raytune_attn.tune.results import read_trials
 
@@ -68,6 +69,7 @@ def test_heterogeneous_placement_and_killed_worker(hetero_cluster, tmp_path, mon
 
 
 @pytest.mark.slow
+@interpreter_only  # the embedded cluster's CPU mode (its "not representative" note); on a GPU host it would time GPUs
 def test_embedded_sweep_interrupted_and_resumed(tmp_path):
     """The default embedded cluster, MLflow on, SIGINT after some trials, then --resume: no trial lost or re-run."""
     out = tmp_path / "out"

@@ -168,7 +168,7 @@ def test_paged_compile_twin_is_a_smaller_problem_of_the_same_kind():
     twin = compile_twin(p)
     assert (twin.kind, twin.batch, twin.seqlen_q, twin.block_size) == ("paged", 36, 2048, 16)
     assert max(k for q, k in twin.lengths() if q == 1) == 32  # decode rows span two pages, as the real ones do
-    w = make_workload(twin, device="cpu", random=False)  # shapes only: what a compile process builds
+    w = make_workload(twin, device=DEVICE, random=False)  # shapes only: what a compile process builds
     assert w.k.shape == (sum(-(-k // 16) for _, k in twin.lengths()) + 1, 16, 8, 128)
     with pytest.raises(InvalidConfig, match="NUM_SEGMENTS=3"):
         compile_paged(p, {"NUM_SEGMENTS": 3}, device=DEVICE)  # the interpreter takes CPU tensors; a GPU run not
