@@ -34,6 +34,9 @@ def hetero_cluster():
 
 
 @pytest.mark.slow
+# Fake H100 and MI300X labels over CPU nodes running float32 problems in the interpreter; on a GPU host Ray labels
+# the real GPU instead.
+@interpreter_only
 def test_heterogeneous_placement_and_killed_worker(hetero_cluster, tmp_path, monkeypatch):
     import ray
 
