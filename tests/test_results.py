@@ -226,3 +226,18 @@ def test_a_row_in_the_sweeps_file_and_its_partitions_is_read_once_from_the_file(
     assert df["status"].tolist() == ["stopped", "ok"]
     alone = results.read_trials(tmp_path / "trials")  # the partitions alone: the later copy
     assert alone["tflops"].tolist() == [rewritten["tflops"]]
+
+
+def test_read_frame_reads_any_parquet_table_and_names_a_bad_file(tmp_path):
+    table = pd.DataFrame({"BLOCK_M": [64, 128], "tflops": [1.5, 2.5], "note": ["a", None]})
+    good = tmp_path / "landscape.parquet"
+    table.to_parquet(good)
+    pd.testing.assert_frame_equal(results.read_frame(good), table)  # as written: no schema conformed onto it
+    garbage = tmp_path / "garbage.parquet"
+    garbage.write_text("not parquet\n")
+    with pytest.raises(results.ResultsError, match=r"garbage\.parquet: not a readable Parquet file"):
+        results.read_frame(garbage)
+    with pytest.raises(FileNotFoundError, match="missing.parquet"):
+        results.read_frame(tmp_path / "missing.parquet")
+    with pytest.raises(IsADirectoryError, match="is a directory"):
+        results.read_frame(tmp_path)

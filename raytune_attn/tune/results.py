@@ -404,6 +404,23 @@ def read_table(path: str | os.PathLike, *, interrupted: bool = False) -> pa.Tabl
     return table.filter(pc.fill_null(pc.not_equal(table.column("status"), INTERRUPTED), True))
 
 
+def read_frame(path: str | os.PathLike):
+    """A Parquet file as a pandas DataFrame, as written (not conformed to SCHEMA): a recorded landscape, another
+    tool's table. FileNotFoundError or ResultsError naming the file where it is missing or not readable Parquet
+    (whether the reader's own message names it depends on the pandas version)."""
+    import pandas as pd
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"no such file: {p}")
+    if p.is_dir():
+        raise IsADirectoryError(f"{p} is a directory, not a Parquet file")
+    try:
+        return pd.read_parquet(p)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise ResultsError(f"{p}: not a readable Parquet file ({type(e).__name__}: {e})") from e
+
+
 _PANDAS_TYPES = None
 
 

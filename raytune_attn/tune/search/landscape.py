@@ -96,14 +96,9 @@ def read_table(source: str | Path | pd.DataFrame, *, select: Mapping[str, str] |
         p = Path(source)
         if not p.exists():
             raise FileNotFoundError(f"no such landscape file: {p}")
-        try:
-            df = pd.read_parquet(p)
-        except (IsADirectoryError, NotADirectoryError):
-            raise  # these name the path already
-        except Exception as e:  # noqa: BLE001 - a corrupt or non-Parquet file, whatever the reader says
-            # Whether the reader's message names the file depends on the pandas version (one that opens the file
-            # itself hands pyarrow a buffer, and the message says '<Buffer>'): name it here.
-            raise ValueError(f"{p}: not a readable Parquet file ({type(e).__name__}: {e})") from e
+        from raytune_attn.tune.results import read_frame
+
+        df = read_frame(p)
     df.columns = [c[len("config/") :] if isinstance(c, str) and c.startswith("config/") else c for c in df.columns]
     for col, want in (select or {}).items():
         if col not in df.columns:

@@ -70,13 +70,15 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
 
+    from raytune_attn.tune.results import read_frame
+
     ap = argparse.ArgumentParser(description=main.__doc__)
     ap.add_argument("table")
     ap.add_argument("--arch", required=True, choices=sorted(ARCHS))
     ap.add_argument("--head-dim", type=int, default=128)
     ap.add_argument("--dtype-bytes", type=int, default=2)
     a = ap.parse_args(argv)
-    rep = prefilter_report(pd.read_parquet(a.table), Prefilter.for_arch(a.arch, head_dim=a.head_dim,
+    rep = prefilter_report(read_frame(a.table), Prefilter.for_arch(a.arch, head_dim=a.head_dim,
                                                                           dtype_bytes=a.dtype_bytes))  # fmt: skip
     print(json.dumps(rep, indent=1))
     return 1 if rep["false_rejects"] or rep["bound_above_required"] else 0

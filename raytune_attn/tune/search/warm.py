@@ -40,11 +40,9 @@ def read_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
     if not p.exists():
         raise WarmStartError(f"--warm-start {p}: no such file or directory")
     try:
-        if p.is_dir():
-            from raytune_attn.tune import results
+        from raytune_attn.tune import results
 
-            return results.read_trials(p)
-        return pd.read_parquet(p)
+        return results.read_trials(p) if p.is_dir() else results.read_frame(p)
     except Exception as e:  # noqa: BLE001 - whatever the reader raises, the user needs the file named
         raise WarmStartError(f"--warm-start {p}: not a readable results table ({type(e).__name__}: {e})") from None
 

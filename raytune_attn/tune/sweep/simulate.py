@@ -25,8 +25,7 @@ CACHE_HIT_S = 0.05  # a Triton cache hit: spawn-free load of the built binary
 
 class SimulatedGPU:
     def __init__(self, landscape: str, compile_scale: float = 1.0, check_ms: float = 2.0):
-        import pandas as pd
-
+        from raytune_attn.tune.results import read_frame
         from raytune_attn.tune.search.landscape import load_landscape
 
         self.landscape = load_landscape(landscape)
@@ -35,7 +34,7 @@ class SimulatedGPU:
         # of a space that does not search it.
         self.fixed = {p: prm.values[0] for p, prm in zip(self.params, self.landscape.space.params, strict=True)
                       if len(prm.values) == 1}
-        df = pd.read_parquet(landscape)
+        df = read_frame(landscape)
         self.compile_s = {}
         if "compile_s" in df.columns:
             for rec in df[self.params + ["compile_s"]].to_dict("records"):
