@@ -15,7 +15,7 @@ per accelerator type.
 Test hooks (never set them in production):
   RAYTUNE_ATTN_FAKE_DEVICE  JSON {accelerator_type: "vendor:arch:name"} (or one "vendor:arch:name" for all):
                             the device the actor reports; with no real GPU it runs the Triton interpreter.
-  RAYTUNE_ATTN_CRASH_ON     JSON config subset: the actor calls os._exit(3) when asked to run a matching config.
+  RAYTUNE_ATTN_CRASH_ON     JSON config subset: the actor calls os._exit(3) 0.5 s into a call of a matching config.
   RAYTUNE_ATTN_SIMULATE     JSON {"landscape": path, ...}: answer configs from a recorded landscape (simulate.py).
   RAYTUNE_ATTN_BROKER_DEPTH calls in flight per benchmark actor (default 2; an A/B of DEPTH on a GPU).
 """
@@ -44,6 +44,10 @@ CAP_FLOOR_MS = 1.0
 # round trip per rung (the result back to the Broker, the next waiter woken, its call sent): 11 ms per rung on one
 # H200 and 19 ms with two behind one Broker (lease time minus kernel time), against rungs of 10-60 ms.
 DEPTH = int(os.environ.get("RAYTUNE_ATTN_BROKER_DEPTH", "2"))  # benchmark hook: 1 restores one call per actor
+# The crash hook (RAYTUNE_ATTN_CRASH_ON) exits this long after its call starts, as a faulting kernel does after its
+# compile and launch. Exiting at the call's first instruction could kill the process before the reply of the call
+# just finished had left it; the Broker then blamed that call, the oldest unanswered one, for the crash.
+_CRASH_AFTER_S = 0.5
 
 
 def setup_process_env(cache_dir: str | None = None) -> None:
@@ -164,6 +168,7 @@ class _Bench:
         try:
             if check:
                 if _matches(config, self._crash_on):
+                    time.sleep(_CRASH_AFTER_S)
                     os._exit(3)  # test hook: a config that kills its worker process
                 w.compile(config)
                 t1 = time.perf_counter()
@@ -350,7 +355,9 @@ class Broker:
     node, run, give the slot back. The actor runs its calls one at a time in the order sent, so a trial holds the
     GPU alone while it measures; when a config kills the actor, the call that was running (the oldest unanswered
     one of that incarnation) gets the error and the calls queued behind it run again, on the restarted actor or
-    another GPU of the node."""
+    another GPU of the node. (A process that dies within moments of finishing a call may take that call's reply
+    with it: the finished call is then the oldest unanswered one and takes the blame. A faulting kernel dies after
+    its compile and launch, by when the reply has left.)"""
 
     def __init__(self, actors: list, compilers: list, nodes: list | None = None):
         self.actors = list(actors)  # BenchActor handles
