@@ -20,9 +20,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from raytune_attn.kernels.flash_attn import _attn_fwd_inner, _natural_lse, _seq_bases
+from raytune_attn.kernels import flash_attn
+from raytune_attn.kernels.flash_attn import _attn_fwd_inner, _heads, _natural_lse, _seq_bases
 
-LOG2E = tl.constexpr(1.4426950408889634)
+LOG2E = tl.constexpr(flash_attn.LOG2E)  # a global a kernel reads must be a constexpr
 # The band's tiles: 64 rows with 4 warps (16 query rows a warp) and 2 stages, 64 keys up to head dim 128 and 32
 # above (as the kernel's default tiles there: 64 x 64 at D=256 spills, 255 registers), never taller or wider than
 # the main launch's, whose key blocks they must nest in (the band of a tile starts at a multiple of its BLOCK_N).
@@ -43,10 +44,7 @@ def _attn_band(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     keys from the main tile's band start (its first row's horizon, rounded down to MAIN_N) to each row's horizon,
     masked, then merged with the main launch's output and lse (natural log, in Lse), which it overwrites."""
     start_m = tl.program_id(0)
-    off_zh = tl.program_id(1)
-    off_z = (off_zh // num_heads_q).to(tl.int64)
-    off_h = (off_zh % num_heads_q).to(tl.int64)
-    off_hk = off_h // group_size
+    off_z, off_h, off_hk = _heads(tl.program_id(1), num_heads_q, group_size)
     q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k = _seq_bases(
         Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
         stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,

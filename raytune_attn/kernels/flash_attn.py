@@ -117,6 +117,14 @@ def _natural_lse(m, total):
 
 
 @triton.jit
+def _heads(off_zh, num_heads_q, group_size):
+    """(sequence, query head, key/value head) of grid row `off_zh` over batch x Hq, as int64 for the pointer
+    arithmetic (B*H*S*D overflows int32 for large inputs); GQA/MQA: group_size query heads share one K/V head."""
+    off_h = off_zh % num_heads_q
+    return (off_zh // num_heads_q).to(tl.int64), off_h.to(tl.int64), (off_h // group_size).to(tl.int64)
+
+
+@triton.jit
 def _seq_bases(Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
                stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
                stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN: tl.constexpr):
@@ -269,15 +277,7 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     else:
         start_m = tl.program_id(0)
-    off_zh = tl.program_id(1)
-    off_z = off_zh // num_heads_q
-    off_h = off_zh % num_heads_q
-    off_hk = off_h // group_size  # GQA/MQA: group_size query heads share one key/value head
-
-    # int64 offsets: B*H*S*D overflows int32 for large inputs.
-    off_z = off_z.to(tl.int64)
-    off_h = off_h.to(tl.int64)
-    off_hk = off_hk.to(tl.int64)
+    off_z, off_h, off_hk = _heads(tl.program_id(1), num_heads_q, group_size)
     q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k = _seq_bases(
         Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
         stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
@@ -369,9 +369,7 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         else:
             start_m = tile % num_m_blocks
             off_zh = tile // num_m_blocks
-        off_z = (off_zh // num_heads_q).to(tl.int64)
-        off_h = (off_zh % num_heads_q).to(tl.int64)
-        off_hk = off_h // group_size
+        off_z, off_h, off_hk = _heads(off_zh, num_heads_q, group_size)
         q_base, k_base, v_base, o_base, q_start, sq, sk = _seq_bases(
             Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
             stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
