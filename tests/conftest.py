@@ -16,6 +16,7 @@ num_cpus and num_gpus must not be provided"). A module whose tests share a modul
 `ray start` head, a tracking server) runs whole in one worker, so that fixture starts once.
 """
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -33,6 +34,9 @@ DEVICE = "cuda" if HAS_GPU else "cpu"
 # GPU machine's run has no interpreter (TRITON_INTERPRET is set above only without a GPU). CI's CPU run covers them.
 interpreter_only = pytest.mark.skipif(HAS_GPU, reason="CPU tensors and float32 workloads run only in the Triton "
                                       "interpreter, which a run on a GPU machine does not use")
+# For tests of the tpe searcher: Optuna is an optional extra.
+needs_optuna = pytest.mark.skipif(importlib.util.find_spec("optuna") is None,
+                                  reason="the tpe searcher needs Optuna: pip install 'raytune-attn[tpe]'")
 
 # Short (Ray's socket paths under it must fit in 107 bytes), and removed when the session ends.
 _RAY_TMPDIR = tempfile.mkdtemp(prefix="rt", dir="/tmp")

@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import needs_optuna
 from synthetic import synthetic_landscape
 
 from raytune_attn.tune.cli import main
@@ -280,8 +281,8 @@ def test_noise_is_seeded_told_to_the_searcher_and_judged_on_true_values():
         replay(land, ["grid"], noise=0.5)
 
 
+@needs_optuna
 def test_replay_cli_tpe_and_noise(synthetic_path, tmp_path, capsys):
-    pytest.importorskip("optuna")
     out = tmp_path / "r.json"
     argv = ["replay", "--landscape", str(synthetic_path), "--searcher", "tpe", "--searcher", "random",
             "--budget", "15", "--seeds", "2", "--noise", "0.02", "--json", str(out)]  # fmt: skip

@@ -3,12 +3,12 @@ determinism and warm start."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import needs_optuna
 from ray.tune.search import Searcher
 from scipy.stats import spearmanr
 from synthetic import synthetic_landscape
@@ -21,9 +21,7 @@ from raytune_attn.tune.search.replay import run_searcher
 from raytune_attn.tune.search.space import load_space
 
 # The searcher names to parametrize over: tpe needs Optuna (an optional extra), and skips, saying so, without it.
-NEEDS_OPTUNA = pytest.mark.skipif(importlib.util.find_spec("optuna") is None,
-                                  reason="the tpe searcher needs Optuna: pip install 'raytune-attn[tpe]'")
-NAMES = [pytest.param(n, marks=NEEDS_OPTUNA) if n == "tpe" else n for n in sorted(SEARCHERS)]
+NAMES = [pytest.param(n, marks=needs_optuna) if n == "tpe" else n for n in sorted(SEARCHERS)]
 
 H100 = sorted((Path(__file__).parent / "data").glob("landscape_h100_*.parquet"))
 D128 = Path(__file__).parent / "data" / "landscape_h100_d128_causal_s4096.parquet"

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import needs_optuna
 
 from raytune_attn.tune.search import load_space, make_searcher
 from raytune_attn.tune.search.warm import WarmStartError, best_configs, in_space, prior_scores
@@ -120,6 +121,6 @@ def test_an_h100_search_warm_started_from_the_h200s_results_needs_fewer_evaluati
 
 
 @pytest.mark.slow
+@needs_optuna
 def test_the_warm_started_gp_needs_fewer_evaluations_than_tpe_started_from_the_same_results(h100_evals_to_98):
-    pytest.importorskip("optuna", reason="the tpe searcher needs Optuna: pip install 'raytune-attn[tpe]'")
     assert h100_evals_to_98("warm")["median"] < h100_evals_to_98("tpe warm")["median"]
