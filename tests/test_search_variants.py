@@ -1,0 +1,47 @@
+"""benchmarks/search_variants: the occupancy figures, the mixture of posteriors, the oracle's extra inputs."""
+
+import math
+
+import numpy as np
+from skopt.learning import GaussianProcessRegressor
+
+from benchmarks.search_variants import RecordedOccupancy, _Mixture, blocks_per_sm
+from raytune_attn.tune.search.space import SearchSpace
+
+
+def test_blocks_per_sm_by_registers_warps_and_shared_memory():
+    # 124 registers round up to 128; 4 warps = 128 threads: 65536 / (128 * 128) = 4 blocks, warps allow 16.
+    # 32776 bytes + 1 KB reserved: 233472 // 33800 = 6 blocks.
+    assert blocks_per_sm(124, 32776, 4) == (2.0, math.log2(6))
+    # 223 registers round up to 224 over 256 threads: 1 block; 114688 + 1024 bytes: 2 blocks.
+    assert blocks_per_sm(223, 114688, 8) == (0.0, 1.0)
+    # Few registers: the 64 warps of an SM bound it (64 / 16 = 4 blocks).
+    assert blocks_per_sm(16, 1024, 16)[0] == 2.0
+    # A failed config (nothing recorded) is below every real one.
+    assert blocks_per_sm(float("nan"), float("nan"), 4) == (-1.0, -1.0)
+
+
+def test_mixture_mean_and_variance_of_two_posteriors():
+    rng = np.random.default_rng(0)
+    X, y = rng.random((12, 2)), rng.random(12)
+    a = GaussianProcessRegressor(normalize_y=True).fit(X, y)
+    b = GaussianProcessRegressor(normalize_y=True).fit(X[:8], y[:8])
+    q = rng.random((5, 2))
+    (ma, sa), (mb, sb) = a.predict(q, return_std=True), b.predict(q, return_std=True)
+    mu, sd = _Mixture([a, b]).predict(q, return_std=True)
+    np.testing.assert_allclose(mu, (ma + mb) / 2)
+    np.testing.assert_allclose(sd**2, (sa**2 + sb**2) / 2 + ((ma - mb) / 2) ** 2, rtol=1e-9)
+    np.testing.assert_allclose(_Mixture([a]).predict(q), ma)
+
+
+def test_recorded_occupancy_extends_the_gp_inputs():
+    space = SearchSpace.from_values({"BLOCK_M": [32, 64], "num_warps": [2, 4]})
+    s = RecordedOccupancy(space, seed=0, priors=False, occupancy={(32, 2): (3.0, 1.0), (64, 4): (-1.0, 0.0)})
+    plain = RecordedOccupancy.__mro__[1]._model_inputs(s, s.candidates)
+    X = s._model_inputs(s.candidates)
+    assert X.shape == (len(s.candidates), plain.shape[1] + 2)
+    np.testing.assert_array_equal(X[:, :-2], plain)
+    rows = {space.key(c): x[-2:] for c, x in zip(s.candidates, X, strict=True)}
+    np.testing.assert_allclose(rows[(32, 2)], [1.0, 0.5])
+    np.testing.assert_allclose(rows[(64, 4)], [0.0, 0.25])
+    np.testing.assert_allclose(rows[(32, 4)], [0.0, 0.0])  # not recorded: as a failed config
