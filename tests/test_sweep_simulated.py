@@ -105,6 +105,8 @@ def test_simulated_sweep_reports_the_landscape(fake_gpu_cluster, tmp_path, monke
     # Tune reused its trial processes: the 16 trials reported from fewer processes than trials. (Not "at least 4", the
     # trials in flight: a process counts once its trial reports, and a loaded CI machine saw 3.)
     assert 1 <= s["trial_processes"] < 16
+    finals = df[df.trial_id.str.endswith("-final") & (df.status == "ok")].groupby("problem_key").size().to_dict()
+    assert {x["problem_key"]: x["remeasured"] for x in s["searches"]} == finals and all(finals.values())
     # The two problems are one family (sizes differ): each search's final re-measure adds the other's winner by its
     # rungs when it never measured that config itself (--family-k, default 2), and the winner comes from both.
     best = json.loads((out / "best_configs.json").read_text())["entries"]

@@ -810,3 +810,47 @@ def test_actor_stats_waits_for_a_restarting_actor_and_survives_a_dead_one(monkey
     assert got[1]["unavailable"] == "ActorDiedError" and got[1]["busy_s"] == 0.0 and got[1]["calls"] == 0
     assert got[2]["unavailable"] == "still restarting" and got[2]["busy_s"] == 0.0
     assert 5.0 <= clock[0] < 5.5 and len(never_back.outcomes) > 50  # asked until the deadline, then given up
+
+
+def test_a_failed_final_remeasure_is_said_and_the_rungs_stand(monkeypatch, caplog):
+    import types
+
+    import ray
+
+    from raytune_attn.tune.sweep import remeasure as rm
+
+    class _Act:  # one GPU's actor whose re-measures all fail, as on a worker out of memory
+        class run:  # noqa: N801 - Ray's `actor.method.remote` shape
+            @staticmethod
+            def remote(problem, config, rung, rep_ms, check):
+                return {"status": "error", "reason": f"CUDA out of memory ({config['BLOCK_M']})"}
+
+    problem = {"batch": 1, "hq": 2, "hkv": 2, "seqlen_q": 64, "seqlen_k": 64, "head_dim": 16, "causal": False,
+               "dtype": "float32", "varlen": False}
+    s = Search("H100/p", "H100", problem, None, budget=2, max_concurrent=1)
+    from raytune_attn.problem import Problem
+
+    key = Problem.from_dict(problem).key
+    rows = [{"kind": "trial", "problem_key": key, "accelerator_type": "H100", "status": "ok", "tflops": t,
+             "trial_id": f"t{t}", "BLOCK_M": m, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
+            for t, m in ((2.0, 16), (1.0, 32))]
+    config = types.SimpleNamespace(rungs_ms=(1.0, 5.0), top_k=2, family_k=0, final_rep_ms=50.0)
+    sweep = types.SimpleNamespace(plan=types.SimpleNamespace(config=config), searches=[s],
+                                  cluster=types.SimpleNamespace(actors={"H100": [_Act()]}))
+    monkeypatch.setattr(ray, "get", lambda f: f)
+    with caplog.at_level("WARNING", logger="raytune_attn.tune.sweep.remeasure"):
+        assert rm.remeasure(sweep, rows) == []
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2 and all("H100/p: the final re-measure of" in m and "CUDA out of memory" in m for m in said)
+    assert '"BLOCK_M": 16' in said[0] and '"BLOCK_M": 32' in said[1]  # best first, each config named
+
+
+def test_format_summary_names_a_winner_without_a_final_remeasure():
+    s = {"name": "n", "trials": 2, "wall": "0:00:01", "tune_wall_s": 1.0, "benchmark_actors": 1,
+         "gpu_busy_fraction": 0.5, "overhead_per_trial_s": 0.1, "early_stop": True, "timings_representative": True,
+         "configs_per_s": 1.0, "idle_compile_bound_s": 0.0, "searches": []}
+    search = {"trials": 1, "ok": 1, "stopped": 0, "invalid": 0, "error": 0, "best_tflops": 1.0,
+              "best_latency_ms": 2.0, "best_config": {"BLOCK_M": 16}, "baselines": {}}
+    s["searches"] = [{**search, "search": "H100/a", "remeasured": 0}, {**search, "search": "H100/b", "remeasured": 3}]
+    lines = format_summary(s).splitlines()
+    assert "no final re-measure" in lines[1] and "no final re-measure" not in lines[2]

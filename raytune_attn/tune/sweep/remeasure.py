@@ -11,12 +11,15 @@ always get there: in one bf16 grid, D=256 full S=16384 stopped at 440 TFLOP/s on
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 
 from raytune_attn.problem import Problem
 from raytune_attn.tune import results
 from raytune_attn.tune.winners import FINAL_SUFFIX
+
+log = logging.getLogger(__name__)
 
 
 def actor_per_search(actors: dict, searches) -> list:
@@ -98,9 +101,12 @@ def remeasure(sweep, rows: list[dict]) -> list[dict]:
         try:
             m = ray.get(f)
         except Exception as e:  # noqa: BLE001 - the actor died: the config keeps its rung results
-            m = {"status": "error", "reason": f"final re-measure failed: {type(e).__name__}"}
+            m = {"status": "error", "reason": f"the benchmark worker failed ({type(e).__name__}: {e})"}
         if m.get("status") == "ok":
             out.append(_final_row(s, r, origin, n, cfg, m, n_rungs, sweep))
+        else:  # said, not recorded: the config's rung rows stand, and a search left without any is named in summary
+            log.warning("%s: the final re-measure of %s failed (%s: %s); it keeps its rung results", s.key,
+                        json.dumps(cfg, sort_keys=True), m.get("status"), m.get("reason"))
     return out
 
 

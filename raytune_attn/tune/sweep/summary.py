@@ -19,6 +19,7 @@ def _per_search(s, df, counts: dict, best_rows: dict) -> dict:
     return {
         "search": s.key, "accelerator_type": s.accel, "problem_key": pk, "trials": counts.get((s.accel, pk), 0),
         **{st: int((g["status"] == st).sum()) for st in ("ok", "stopped", "invalid", "error")},
+        "remeasured": int((mine["trial_id"].map(winners.is_final) & (mine["status"] == "ok")).sum()),
         "best_tflops": None if best is None else float(best["tflops"]),
         "best_latency_ms": None if best is None else float(best["latency_ms"]),
         "best_config": None if best is None else results.row_config(best),
@@ -98,6 +99,8 @@ def format_summary(summary: dict) -> str:
         best = "no valid config" if s["best_tflops"] is None else \
             f"best {s['best_tflops']:.4g} TFLOP/s ({s['best_latency_ms']:.4g} ms) {json.dumps(s['best_config'])}"
         base = ", ".join(f"{k} {v:.4g}" for k, v in s["baselines"].items()) or "none"
+        if s["best_tflops"] is not None and s.get("remeasured") == 0:
+            best += " (by its rungs: no final re-measure succeeded)"
         lines.append(f"  {s['search']}: {s['trials']} trials (ok {s['ok']}, stopped {s['stopped']}, invalid "
                      f"{s['invalid']}, error {s['error']}); {best}; baselines: {base}")
     if not summary["timings_representative"]:
