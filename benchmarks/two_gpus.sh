@@ -5,9 +5,9 @@
 # killed (kill -9) in the middle. Run from the repository root on a host with two GPUs:
 #   RUN=x2 OUT=$OUT bash benchmarks/two_gpus.sh grid        # the bf16 grid's 12 D=128 cells (study space, budget 24)
 #   RUN=x2 OUT=$OUT bash benchmarks/two_gpus.sh decode      # the Llama-3-8B decode set (paged space, budget 10)
-# Parts: grid, decode (one GPU, then two) and grid-kill (two GPUs; the benchmark actor of the second killed KILL_AFTER
-# seconds after it appeared, 10 by default). REPEAT=SUFFIX names a repeat's grid sweeps. Each sweep leaves <name>_{summary.json,trials.parquet,...} in
-# $OUT (gpu_lib.sh's sweep); benchmarks/two_gpu_table.py reads them.
+# Parts: grid, decode (one GPU, then two) and grid-kill (two GPUs; the benchmark actor of the second killed
+# KILL_AFTER seconds after it appeared, 10 by default). REPEAT=SUFFIX names a repeat's grid sweeps. Each sweep leaves
+# <name>_{summary.json,trials.parquet,best_configs.json} in $OUT; benchmarks/two_gpu_table.py reads them.
 RUN=${RUN:-x2}
 source benchmarks/gpu_lib.sh
 
