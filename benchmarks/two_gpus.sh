@@ -9,6 +9,7 @@
 # KILL_AFTER seconds after it appeared, 10 by default). REPEAT=SUFFIX names a repeat's grid sweeps. Each sweep leaves
 # <name>_{summary.json,trials.parquet,best_configs.json} in $OUT; benchmarks/two_gpu_table.py reads them.
 RUN=${RUN:-x2}
+OUT=${OUT:-$PWD/raytune-results/two-gpus}
 source benchmarks/gpu_lib.sh
 
 warm() {  # warm NAME PROBLEMS SPACE TIMEOUT: every config of SPACE built for PROBLEMS into /tmp/triton-full-NAME
