@@ -13,13 +13,14 @@ from raytune_attn.tune.sweep.progress import hms
 def _per_search(s, df, counts: dict, best_rows: dict) -> dict:
     pk = Problem.from_dict(s.problem).key
     mine = df[(df["kind"] == "trial") & (df["accelerator_type"] == s.accel) & (df["problem_key"] == pk)]
-    g = mine[~mine["trial_id"].map(winners.is_final)]
+    final = mine["trial_id"].map(winners.is_final)
+    g = mine[~final]
     best = best_rows.get((s.accel, pk))
     base = df[(df["kind"] == "baseline") & (df["accelerator_type"] == s.accel) & (df["problem_key"] == pk)]
     return {
         "search": s.key, "accelerator_type": s.accel, "problem_key": pk, "trials": counts.get((s.accel, pk), 0),
         **{st: int((g["status"] == st).sum()) for st in ("ok", "stopped", "invalid", "error")},
-        "remeasured": int((mine["trial_id"].map(winners.is_final) & (mine["status"] == "ok")).sum()),
+        "remeasured": int((final & (mine["status"] == "ok")).sum()),
         "best_tflops": None if best is None else float(best["tflops"]),
         "best_latency_ms": None if best is None else float(best["latency_ms"]),
         "best_config": None if best is None else results.row_config(best),
