@@ -5,11 +5,11 @@ NAME_trials.parquet).
     python -m benchmarks.two_gpu_table --dir docs/benchmarks/h100x2 --pair grid-1gpu grid-2gpu \
         --pair decode-1gpu decode-2gpu --sweep grid-kill-r3 --out docs/benchmarks/h100x2/table.md
 
-Per sweep: trials, Tune's wall time, configs per second over it and mid-sweep (between the trials that ended at 25%
-and 75% of the search trials), each GPU's busy fraction (its benchmark actor's seconds running kernels over Tune's
-wall time), the trials each GPU ran (by the GPU's UUID recorded per trial) and the trials that ended in an error.
-Per pair: the ratio of configs per second, and per problem the two-GPU winner's TFLOP/s over the one-GPU winner's,
-each as its own sweep's final re-measure recorded it.
+Per sweep: trials, Tune's wall time, configs per second over it and mid-sweep (benchmarks/sweep_rates.py), each
+GPU's busy fraction (its benchmark actor's seconds running kernels over Tune's wall time), the trials each GPU ran
+(by the GPU's UUID recorded per trial) and the trials that ended in an error.
+Per pair: the ratio of configs per second, and per problem the two-GPU sweep's winner's TFLOP/s over the one-GPU
+sweep's, each as its own sweep named and measured it (winners.py: the final re-measure where there is one).
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-
-def _search_trials(df: pd.DataFrame) -> pd.DataFrame:
-    return df[(df["kind"] == "trial") & ~df["trial_id"].astype(str).str.endswith("-final")]
+from benchmarks.sweep_rates import rates
+from raytune_attn.tune.winners import is_final, winners
 
 
 def _gpu_of(extra: str) -> str:
@@ -35,27 +34,23 @@ def _gpu_of(extra: str) -> str:
 
 
 def sweep_row(summary: dict, trials: pd.DataFrame) -> dict:
-    t = _search_trials(trials)
-    ends = pd.to_datetime(t.groupby("trial_id")["timestamp"].max()).sort_values()
-    n = len(ends)
-    lo, hi = n // 4, 3 * n // 4
-    mid = (hi - lo) / (ends.iloc[hi - 1] - ends.iloc[lo - 1]).total_seconds()
+    _, mid, _ = rates(trials)
     wall = summary["tune_wall_s"]
     actors = [a for v in summary["actors"].values() for a in v]
     info = [a for v in summary["actor_info"].values() for a in v]
     busy = {str(i.get("gpu_uuid", ""))[:8]: a["busy_s"] / wall for a, i in zip(actors, info, strict=False)}
-    per_gpu = t.drop_duplicates("trial_id", keep="last")["extra"].map(_gpu_of).value_counts().to_dict()
-    errors = int((t.drop_duplicates("trial_id", keep="last")["status"] == "error").sum())
+    last = trials[(trials["kind"] == "trial") & ~trials["trial_id"].map(is_final)].drop_duplicates("trial_id",
+                                                                                                    keep="last")
     return {"trials": summary["trials"], "expected": summary.get("trials_expected"), "tune_s": wall,
-            "configs_per_s": summary["configs_per_s"], "mid_per_s": mid, "busy": busy, "per_gpu": per_gpu,
-            "errors": errors, "actors": len(actors)}  # fmt: skip
+            "configs_per_s": summary["configs_per_s"], "mid_per_s": mid, "busy": busy,
+            "per_gpu": last["extra"].map(_gpu_of).value_counts().to_dict(),
+            "errors": int((last["status"] == "error").sum()), "actors": len(actors)}  # fmt: skip
 
 
-def winners(trials: pd.DataFrame) -> dict[str, float]:
-    """Problem key -> the winner's TFLOP/s in the sweep's final re-measure (the best final row of the problem)."""
-    f = trials[(trials["kind"] == "trial") & trials["trial_id"].astype(str).str.endswith("-final")]
-    f = f[f["status"] == "ok"]
-    return f.groupby("problem_key")["tflops"].max().to_dict()
+def winning_tflops(trials: pd.DataFrame) -> dict[str, float]:
+    """Problem key -> the TFLOP/s of the winner the sweep named (winners.py: its final re-measure where it has one,
+    else its best rung)."""
+    return {pk: float(row["tflops"]) for (_, pk), row in winners(trials).items()}
 
 
 def load(d: Path, name: str) -> tuple[dict, pd.DataFrame]:
@@ -64,7 +59,8 @@ def load(d: Path, name: str) -> tuple[dict, pd.DataFrame]:
 
 def table(d: Path, pairs: Sequence[tuple[str, str]], singles: Sequence[str]) -> str:
     names = [n for p in pairs for n in p] + list(singles)
-    rows = {n: sweep_row(*load(d, n)) for n in names}
+    data = {n: load(d, n) for n in names}
+    rows = {n: sweep_row(*data[n]) for n in names}
     lines = ["| sweep | trials | Tune s | configs/s | mid-sweep configs/s | busy fraction per GPU | trials per GPU "
              "| errors |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for n, r in rows.items():
@@ -74,7 +70,7 @@ def table(d: Path, pairs: Sequence[tuple[str, str]], singles: Sequence[str]) -> 
                      f"| {busy} | {gpus} | {r['errors']} |")  # fmt: skip
     out = ["\n".join(lines)]
     for one, two in pairs:
-        w1, w2 = winners(load(d, one)[1]), winners(load(d, two)[1])
+        w1, w2 = winning_tflops(data[one][1]), winning_tflops(data[two][1])
         ratio = np.array([w2[k] / w1[k] for k in sorted(w1) if k in w2])
         out.append(f"{two} / {one}: configs/s {rows[two]['configs_per_s'] / rows[one]['configs_per_s']:.2f}x, "
                    f"mid-sweep {rows[two]['mid_per_s'] / rows[one]['mid_per_s']:.2f}x; winners (two-GPU sweep's "

@@ -5,12 +5,13 @@ import json
 import pandas as pd
 import pytest
 
-from benchmarks.two_gpu_table import sweep_row, winners
+from benchmarks.two_gpu_table import sweep_row, winning_tflops
 
 
 def _trials(n: int, gpus: list[str]) -> pd.DataFrame:
     t0 = pd.Timestamp("2026-11-27 20:00:00", tz="UTC")
-    rows = [{"trial_id": f"t{i}", "kind": "trial", "problem_key": "p", "status": "ok", "tflops": float(i),
+    rows = [{"trial_id": f"t{i}", "kind": "trial", "accelerator_type": "H100", "problem_key": "p", "status": "ok",
+             "tflops": float(i), "latency_ms": 1.0,
              "timestamp": str(t0 + pd.Timedelta(seconds=i)), "extra": json.dumps({"gpu": gpus[i % len(gpus)]})}
             for i in range(n)]
     rows.append({**rows[-1], "trial_id": f"t{n - 1}-final", "tflops": 100.0})  # the final re-measure, not a trial
@@ -31,4 +32,7 @@ def test_sweep_row_counts_trials_per_gpu_and_the_mid_sweep_rate():
 
 
 def test_winners_are_the_best_final_remeasure_of_each_problem():
-    assert winners(_trials(4, ["g"])) == {"p": 100.0}
+    assert winning_tflops(_trials(4, ["g"])) == {"p": 100.0}
+    no_finals = _trials(4, ["g"])
+    no_finals = no_finals[~no_finals.trial_id.str.endswith("-final")]
+    assert winning_tflops(no_finals) == {"p": 3.0}  # a search without re-measures: its best rung, as the sweep names
