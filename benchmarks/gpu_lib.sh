@@ -1,8 +1,13 @@
 # Shared by the GPU scripts (benchmarks/reproduce_*.sh; source it from the repository root, with RUN set): records
 # the machine in $OUT/env.txt and defines
-#   sweep NAME TIMEOUT PROBLEMS [flags]  a `raytune-attn tune` with its own cold Triton cache (KEEP_CACHE=1: the
-#                                        cache at /tmp/triton-NAME as it is), its files tarred to $OUT at its end
+#   sweep NAME TIMEOUT PROBLEMS [flags]  a `raytune-attn tune` into /tmp/NAME (emptied first unless the flags say
+#                                        --resume) with its own cold Triton cache (KEEP_CACHE=1: the cache at
+#                                        /tmp/triton-NAME as it is), its files tarred to $OUT at its end
 #                                        (PROFILE=FILE: the driver under cProfile, written to FILE);
+#   keep NAME                            sweep NAME's summary.json, trials.parquet and best_configs.json copied to
+#                                        $OUT as NAME_<file>;
+#   warm_cache DIR LOG TIMEOUT PROBLEMS SPACE  every config of SPACE a search of PROBLEMS may propose built into the
+#                                        Triton cache DIR (warm_cache.py, 31 processes), its output in $OUT/LOG;
 #   llama NAME TIMEOUT [flags]           the Llama-3-8B prefill GP sweep (study space, budget 30, 24 trials per GPU);
 #   precompile TIMEOUT NAME...           every config a Llama search may propose built into one Triton cache
 #                                        (warm_cache.py, 31 processes), copied to each sweep NAME's cache
@@ -58,6 +63,9 @@ cat "$OUT/env.txt"
 sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
   local name=$1 limit=$2 problems=$3; shift 3
   [ "${KEEP_CACHE:-0}" = 1 ] || rm -rf /tmp/triton-$name
+  # A name run before on this machine: its old files would be refused by tune (no --resume) and then packed again
+  # as if they were this run's.
+  case " $* " in *" --resume "*) ;; *) rm -rf "/tmp/$name" "/tmp/$name.db" "/tmp/pack/$name" ;; esac
   TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 ${PROFILE:+-m cProfile -o "$PROFILE"} -m raytune_attn tune --problems "$problems" \
     --name "$name" --out "/tmp/$name" --tracking-uri "sqlite:////tmp/$name.db" "$@" > "/tmp/$name.log" 2>&1
   echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
@@ -72,11 +80,17 @@ llama() {  # llama NAME TIMEOUT [extra flags]
   sweep "$name" "$limit" llama3_8b_prefill --searcher gp --budget 30 --trials-per-gpu 24 \
     --space search_spaces/nvidia/sm90_study.yaml "$@"
 }
+keep() {  # keep NAME
+  for f in summary.json trials.parquet best_configs.json; do cp "/tmp/$1/$f" "$OUT/$1_$f" 2>/dev/null; done
+}
+warm_cache() {  # warm_cache DIR LOG TIMEOUT PROBLEMS SPACE
+  rm -rf "$1"
+  TRITON_CACHE_DIR=$1 CUDA_VISIBLE_DEVICES=0 timeout "$3" python3 benchmarks/warm_cache.py "$4" "$5" --workers 31 \
+    | tee "$OUT/$2"
+}
 precompile() {  # precompile TIMEOUT NAME...
   local limit=$1; shift
-  rm -rf /tmp/triton-full; TRITON_CACHE_DIR=/tmp/triton-full CUDA_VISIBLE_DEVICES=0 timeout "$limit" python3 \
-    benchmarks/warm_cache.py llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml --workers 31 \
-    | tee "$OUT/warm_cache.log"
+  warm_cache /tmp/triton-full warm_cache.log "$limit" llama3_8b_prefill search_spaces/nvidia/sm90_study.yaml
   for n in "$@"; do rm -rf "/tmp/triton-$n"; cp -r /tmp/triton-full "/tmp/triton-$n"; done
 }
 paired() {  # paired NAME TIMEOUT GPUS PER_GPU

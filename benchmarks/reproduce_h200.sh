@@ -20,9 +20,6 @@ OUT=${OUT:-$PWD/raytune-results/reproduce-h200}
 PARTS=${*:-grids llama}
 source benchmarks/gpu_lib.sh
 
-keep() {  # keep NAME: the sweep's files in $OUT under plain names
-  for f in summary.json trials.parquet best_configs.json; do cp "/tmp/$1/$f" "$OUT/$1_$f" 2>/dev/null; done
-}
 table() {  # table NAME: the sweep's cells against SDPA (same run)
   python3 benchmarks/grid_table.py "$OUT/$1_summary.json" --csv "$OUT/$1.csv" | tee "$OUT/$1.md" | tail -4
 }

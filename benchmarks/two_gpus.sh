@@ -12,17 +12,12 @@ RUN=${RUN:-x2}
 OUT=${OUT:-$PWD/raytune-results/two-gpus}
 source benchmarks/gpu_lib.sh
 
-warm() {  # warm NAME PROBLEMS SPACE TIMEOUT: every config of SPACE built for PROBLEMS into /tmp/triton-full-NAME
-  rm -rf "/tmp/triton-full-$1"
-  TRITON_CACHE_DIR=/tmp/triton-full-$1 CUDA_VISIBLE_DEVICES=0 timeout "$4" python3 benchmarks/warm_cache.py "$2" "$3" \
-    --workers 31 | tee "$OUT/warm_cache_$1.log"
-}
 on() {  # on NAME CACHE GPUS PROBLEMS [flags]: a sweep on CUDA_VISIBLE_DEVICES=GPUS on a copy of cache CACHE
   local name=$1 cache=$2 gpus=$3 problems=$4; shift 4
   rm -rf "/tmp/triton-$name"; cp -r "/tmp/triton-full-$cache" "/tmp/triton-$name"
   clear_host
   KEEP_CACHE=1 CUDA_VISIBLE_DEVICES=$gpus sweep "$name" 280 "$problems" --compile-workers 31 --no-baselines "$@"
-  for f in summary.json trials.parquet best_configs.json; do cp "/tmp/$name/$f" "$OUT/${name}_$f" 2>/dev/null; done
+  keep "$name"
 }
 kill_second_actor() {  # kill_second_actor AFTER: kill -9 the benchmark actor holding the second GPU, AFTER
   # seconds after it appeared (it starts with Tune, after the sweep's plan)
@@ -44,7 +39,8 @@ for part in ${*:-grid}; do
   case $part in
     grid|grid-kill)
       [ -d /tmp/triton-full-grid ] || { cells grid_bf16 grid-d128 "p['head_dim'] == 128"
-        warm grid /tmp/grid-d128.yaml search_spaces/nvidia/sm90_study.yaml 240; }
+        warm_cache /tmp/triton-full-grid warm_cache_grid.log 240 /tmp/grid-d128.yaml \
+          search_spaces/nvidia/sm90_study.yaml; }
       if [ "$part" = grid ]; then
         on "grid-1gpu${REPEAT:-}" grid 0 /tmp/grid-d128.yaml "${GRID[@]}"
         on "grid-2gpu${REPEAT:-}" grid 0,1 /tmp/grid-d128.yaml "${GRID[@]}"

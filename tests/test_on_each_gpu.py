@@ -73,3 +73,19 @@ def test_grid_cells_sweeps_one_head_dim_and_optionally_one_mask(tmp_path):
         "table grid-fp16-d64 grid_fp16_d64.md",
         "grid-fp16-d64 [(64, False), (64, True)] 12",
     ]
+
+
+def test_a_sweep_name_run_before_starts_empty_and_keep_copies_its_files(tmp_path):
+    # A name's files from an earlier run on the machine are removed before the sweep (tune would refuse the name
+    # without --resume, and the old files would be packed as the new run's); keep copies a sweep's files to $OUT.
+    name = f"gpu-lib-test-{os.getpid()}"
+    old = Path("/tmp") / name
+    old.mkdir(exist_ok=True)
+    (old / "summary.json").write_text('{"old": true}')
+    job = (f'sweep {name} 60 /nonexistent-problems.yaml > /dev/null; ls /tmp/{name} 2> /dev/null | wc -l; '
+           f'mkdir -p /tmp/{name}; echo new > /tmp/{name}/summary.json; keep {name}; rm -rf /tmp/{name}*')
+    res = _run(tmp_path, job)
+    assert res.returncode == 0, res.stderr
+    assert (tmp_path / "out" / "gpu0.log").read_text().splitlines()[1:] == ["0"]  # the old summary.json is gone
+    with tarfile.open(tmp_path / "out" / "t_results.tar.gz") as tar:
+        assert tar.extractfile(f"{name}_summary.json").read() == b"new\n"
