@@ -31,6 +31,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from benchmarks.search_table import DATA, landscapes
 from raytune_attn.tune.search._model import MAX_FIT_POINTS, Model, _bounded_lbfgs, fit_subset
@@ -121,8 +122,8 @@ VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3
             "global every 4th": GlobalEvery4th}  # fmt: skip
 
 
-def occupancy(path: Path, key: str | None, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:
-    df = read_table(path, select={"problem_key": key} if key else {})
+def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:
+    """Config key over `names` -> `blocks_per_sm` of its recorded row in the landscape table `df`."""
     out = {}
     for row in df.to_dict("records"):
         out[tuple(_native(row[n]) for n in names)] = blocks_per_sm(float(row.get("n_regs", np.nan)),
@@ -133,9 +134,10 @@ def occupancy(path: Path, key: str | None, names: Sequence[str]) -> dict[tuple, 
 
 def measure(path: Path, key: str | None, variant: str, seeds: int, budget: int) -> tuple[float, int, int]:
     """(median, worst evaluations to 98% of the best, seeds within 2% by the budget) over seeds 0 .. seeds - 1."""
-    land = load_landscape(path, select={"problem_key": key} if key else {})
+    df = read_table(path, select={"problem_key": key} if key else {})
+    land = load_landscape(df)
     cls = VARIANTS[variant]
-    extra = {"occupancy": occupancy(path, key, land.space.names)} if cls is RecordedOccupancy else {}
+    extra = {"occupancy": occupancy(df, land.space.names)} if cls is RecordedOccupancy else {}
     target = 0.98 * land.best
     evals = []
     for seed in range(seeds):
