@@ -12,6 +12,12 @@ fit 2. This script asks whether the model would find them with that information,
 - `3-model ensemble`: the kernel hyperparameters fitted three times (the usual subset and two bootstraps of it)
   and the acquisitions read the mixture of the three posteriors (Bayesian model averaging over length scales).
 - `global every 4th`: a global step every 4th evaluation without improvement instead of every 3rd.
+- `copula scores` and `Yeo-Johnson scores`: the scores the GP is fitted on warped before the fit (HEBO, Cowen-Rivers
+  et al. 2022; the copula of Salinas et al. 2020): each score's rank as a standard normal quantile, or a Yeo-Johnson
+  power transform fitted by maximum likelihood to the log scores less the best. Either spreads the few configs near
+  the best, which the log scale packs into a few hundredths, over more of the model's range.
+- `plateau centres`: the local steps also move from every measured config within 1% of the best (a plateau's
+  members, which the basin rule drops as one knob from a better config), in turn with the basins' best.
 
 For each landscape (the first problem key of each file of tests/data and tests/data/h200, and of
 tests/data/heldout) and variant: median / worst evaluations to 98% of the best over the seeds (budget + 1 = not
@@ -32,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm, rankdata
+from sklearn.preprocessing import PowerTransformer
 
 from benchmarks.search_table import DATA, landscapes
 from raytune_attn.tune.search._model import MAX_FIT_POINTS, Model, _bounded_lbfgs, fit_subset
@@ -118,8 +126,40 @@ class GlobalEvery4th(GPSearcher):
     _stall = 4
 
 
+class _WarpedScores(GPSearcher):
+    """The GP fitted on `warp` of the measured scores (at least 3); configs in flight at the warped scores' mean."""
+
+    def _training_data(self, liars):
+        X, y, n_fit = super()._training_data(liars)
+        if n_fit >= 3:
+            y = y.copy()
+            y[:n_fit] = self.warp(y[:n_fit])
+            y[n_fit:] = float(np.mean(y[:n_fit]))
+        return X, y, n_fit
+
+
+class CopulaScores(_WarpedScores):
+    @staticmethod
+    def warp(y):
+        return norm.ppf((rankdata(y) - 0.5) / len(y))
+
+
+class YeoJohnsonScores(_WarpedScores):
+    @staticmethod
+    def warp(y):
+        return PowerTransformer(method="yeo-johnson").fit_transform((y - y.max())[:, None])[:, 0]
+
+
+class PlateauCentres(GPSearcher):
+    def _centres(self, measured):
+        out = super()._centres(measured)
+        near = [i for s, i in measured if s >= measured[0][0] - math.log(1.01) and i not in out]
+        return (out + near)[: self._free_top + 3]
+
+
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
-            "global every 4th": GlobalEvery4th}  # fmt: skip
+            "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,
+            "plateau centres": PlateauCentres}  # fmt: skip
 
 
 def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:

@@ -45,3 +45,30 @@ def test_recorded_occupancy_extends_the_gp_inputs():
     np.testing.assert_allclose(rows[(32, 2)], [1.0, 0.5])
     np.testing.assert_allclose(rows[(64, 4)], [0.0, 0.25])
     np.testing.assert_allclose(rows[(32, 4)], [0.0, 0.0])  # not recorded: as a failed config
+
+
+def test_score_warps_keep_the_order_and_spread_the_best():
+    from scipy.stats import norm
+
+    from benchmarks.search_variants import CopulaScores, YeoJohnsonScores
+
+    y = np.log(np.array([0.2, 0.5, 0.9, 0.97, 0.98, 1.0]))
+    for warp in (CopulaScores.warp, YeoJohnsonScores.warp):
+        w = warp(y)
+        assert (np.argsort(w) == np.argsort(y)).all()
+        # the gap between the two best, relative to the whole range, grows
+        assert (w[-1] - w[-2]) / (w.max() - w.min()) > (y[-1] - y[-2]) / (y.max() - y.min())
+    np.testing.assert_allclose(CopulaScores.warp(y), norm.ppf((np.arange(6) + 0.5) / 6))
+
+
+def test_plateau_centres_add_the_configs_near_the_best():
+    from benchmarks.search_variants import PlateauCentres
+
+    space = SearchSpace.from_values({"BLOCK_M": [32, 64, 128], "num_warps": [2, 4, 8]})
+    s = PlateauCentres(space, seed=0, priors=False)
+    idx = {space.key(c): i for i, c in enumerate(s.candidates)}
+    # best (64, 4); (64, 8) within 1% of it and one knob away; (32, 2) far away and a basin of its own
+    measured = [(0.0, idx[(64, 4)]), (math.log(0.995), idx[(64, 8)]), (math.log(0.9), idx[(32, 2)])]
+    plain = PlateauCentres.__mro__[1]._centres(s, measured)
+    assert plain == [idx[(64, 4)], idx[(32, 2)]]
+    assert s._centres(measured) == [idx[(64, 4)], idx[(32, 2)], idx[(64, 8)]]
