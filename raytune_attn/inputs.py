@@ -49,7 +49,7 @@ def _check_common(q, k, v, rank: int, layout: str):
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"q, k and v must share a dtype, got {q.dtype}, {k.dtype}, {v.dtype}")
     if q.dtype not in _GPU_DTYPES:
-        raise ValueError(f"dtype {q.dtype} is not supported: use float16 or bfloat16 (float32 in the interpreter)")
+        raise ValueError(f"dtype {q.dtype} is not supported: use float16, bfloat16 or float32")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
     if q.device.type == "cpu" and not interpreter_enabled():

@@ -19,7 +19,7 @@ def t(*shape, dtype=F32, device=DEVICE):
         (t(2, 4, 8, 32)[0], t(4, 8, 32), t(4, 8, 32), "4 dimensions"),
         (t(1, 4, 8, 32), t(1, 4, 8, 32, dtype=torch.float64), t(1, 4, 8, 32), "share a dtype"),
         (t(1, 4, 8, 32, dtype=torch.int32), t(1, 4, 8, 32, dtype=torch.int32), t(1, 4, 8, 32, dtype=torch.int32),
-         "not supported"),
+         "int32 is not supported: use float16, bfloat16 or float32"),
         (t(1, 4, 8, 64), t(1, 4, 8, 32), t(1, 4, 8, 32), "head dims differ"),
         (t(1, 4, 8, 320), t(1, 4, 8, 320), t(1, 4, 8, 320), "head dim 320"),
         (t(1, 6, 8, 32), t(1, 4, 8, 32), t(1, 4, 8, 32), "multiple of key/value heads"),
