@@ -72,3 +72,13 @@ def test_plateau_centres_add_the_configs_near_the_best():
     plain = PlateauCentres.__mro__[1]._centres(s, measured)
     assert plain == [idx[(64, 4)], idx[(32, 2)]]
     assert s._centres(measured) == [idx[(64, 4)], idx[(32, 2)], idx[(64, 8)]]
+
+
+def test_larger_design_measures_twenty_configs_before_the_model_leads():
+    from benchmarks.search_variants import LargerDesign
+
+    space = SearchSpace.from_values({"BLOCK_M": [16, 32, 64, 128], "BLOCK_N": [16, 32, 64, 128],
+                                     "num_warps": [1, 2, 4, 8], "num_stages": [1, 2, 3, 4]})
+    s = LargerDesign(space, seed=0, priors=False)
+    design = s.design_configs()
+    assert len(design) == 20 and len({space.key(c) for c in design}) == 20
