@@ -20,6 +20,8 @@ fit 2. This script asks whether the model would find them with that information,
   members, which the basin rule drops as one knob from a better config), in turn with the basins' best.
 - `design of 20`: a space-filling design of 20 configs instead of 10 (more of the space covered before the model
   leads).
+- `late polish`: the last 8 evaluations of the budget go to the best config's untried one-knob neighbours (ranked as
+  every local step), no global steps: the failing runs often end one knob from the best, on a neighbour never tried.
 
 For each landscape (the first problem key of each file of tests/data and tests/data/h200, and of
 tests/data/heldout) and variant: median / worst evaluations to 98% of the best over the seeds (budget + 1 = not
@@ -27,6 +29,9 @@ reached), in brackets the seeds within 2% by the budget; per group the geometric
 landscapes where every seed got within 2%. Prints the table and writes it (markdown) to `--out`.
 
     python -m benchmarks.search_variants --jobs 2 --out docs/benchmarks/search/variants.md
+    # held-out seeds, a 2% run-to-run spread, some columns only:
+    python -m benchmarks.search_variants --jobs 2 --seed-start 10 --variant 'no priors' --variant 'late polish'
+    python -m benchmarks.search_variants --jobs 2 --noise 0.02 --variant 'no priors' --variant 'late polish'
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from benchmarks.search_table import DATA, landscapes
 from raytune_attn.tune.search._model import MAX_FIT_POINTS, Model, _bounded_lbfgs, fit_subset
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import _native, load_landscape, read_table
-from raytune_attn.tune.search.replay import run_searcher
+from raytune_attn.tune.search.replay import noise_factors, run_searcher
 
 # Hopper (H100 and H200, every landscape here): 64K registers, 64 warps and 228 KB of shared memory per SM, 1 KB of
 # it reserved per block; registers are allocated per thread in steps of 8.
@@ -164,9 +169,32 @@ class LargerDesign(GPSearcher):
         super().__init__(space, **{**kw, "n_initial": 20})
 
 
+class LatePolish(GPSearcher):
+    LAST = 8
+
+    def __init__(self, space, *, budget: int, **kw):
+        self.budget = budget
+        super().__init__(space, **kw)
+
+    def _late(self) -> bool:
+        return len(self._obs) >= self.budget - self.LAST
+
+    def _stalled(self, since: int) -> bool:
+        return not self._late() and super()._stalled(since)
+
+    def _neighbours(self, available, since=0):
+        measured = [i for i, v in self._scores.items() if v is not None]
+        if self._late() and measured:
+            best = max(measured, key=lambda i: self._scores[i])
+            near = available[(self._cat[available] != self._cat[best]).sum(axis=1) <= 1]
+            if len(near):
+                return near
+        return super()._neighbours(available, since)
+
+
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
             "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,
-            "plateau centres": PlateauCentres, "design of 20": LargerDesign}  # fmt: skip
+            "plateau centres": PlateauCentres, "design of 20": LargerDesign, "late polish": LatePolish}  # fmt: skip
 
 
 def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:
@@ -179,17 +207,21 @@ def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float
     return out
 
 
-def measure(path: Path, key: str | None, variant: str, seeds: int, budget: int) -> tuple[float, int, int]:
-    """(median, worst evaluations to 98% of the best, seeds within 2% by the budget) over seeds 0 .. seeds - 1."""
+def measure(path: Path, key: str | None, variant: str, seeds: int, budget: int, seed_start: int = 0,
+            noise: float = 0.0) -> tuple[float, int, int]:
+    """(median, worst evaluations to 98% of the best, seeds within 2% by the budget) over seeds seed_start ..
+    seed_start + seeds - 1; `noise`: the searcher told each value with that run-to-run spread (replay.py)."""
     df = read_table(path, select={"problem_key": key} if key else {})
     land = load_landscape(df)
     cls = VARIANTS[variant]
     extra = {"occupancy": occupancy(df, land.space.names)} if cls is RecordedOccupancy else {}
+    extra |= {"budget": budget} if cls is LatePolish else {}
     target = 0.98 * land.best
     evals = []
-    for seed in range(seeds):
+    for seed in range(seed_start, seed_start + seeds):
         searcher = cls(land.space, seed=seed, priors=False, problem=land.problem or None, **extra)
-        evals.append(run_searcher(searcher, land, budget).evals_to(target, budget))
+        factors = noise_factors(land, noise, seed) if noise else None
+        evals.append(run_searcher(searcher, land, budget, noise=factors).evals_to(target, budget))
     return float(np.median(evals)), max(evals), sum(e <= budget for e in evals)
 
 
@@ -197,8 +229,7 @@ def _measure(args):
     return measure(*args)
 
 
-def table(groups: dict[str, list[tuple[str, dict]]], seeds: int) -> str:
-    cols = list(VARIANTS)
+def table(groups: dict[str, list[tuple[str, dict]]], seeds: int, cols: Sequence[str]) -> str:
     lines = ["| group | landscape | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for group, rows in groups.items():
         for name, res in rows:
@@ -211,29 +242,44 @@ def table(groups: dict[str, list[tuple[str, dict]]], seeds: int) -> str:
     return "\n".join(lines)
 
 
+def _command(args) -> str:
+    """The command line that measures the same table (the options that change a figure)."""
+    cmd = f"python -m benchmarks.search_variants --seeds {args.seeds} --budget {args.budget}"
+    cmd += f" --seed-start {args.seed_start}" if args.seed_start else ""
+    cmd += f" --noise {args.noise:g}" if args.noise else ""
+    return cmd + "".join(f" --variant '{v}'" for v in args.variant or [])
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--budget", type=int, default=50)
     ap.add_argument("--jobs", type=int, default=1, help="Replays run at once (processes).")
+    ap.add_argument("--seed-start", type=int, default=0, help="The first seed (a held-out check: 10).")
+    ap.add_argument("--noise", type=float, default=0.0, help="Run-to-run spread told to the searchers (0.02: 2%%).")
+    ap.add_argument("--variant", action="append", choices=list(VARIANTS), help="Only these columns (repeatable).")
     ap.add_argument("--out", type=Path, help="Write the table (markdown) here.")
     args = ap.parse_args(argv)
-    if args.seeds < 1 or args.budget < 1 or args.jobs < 1:
-        ap.error("--seeds, --budget and --jobs must be at least 1")
+    if args.seeds < 1 or args.budget < 1 or args.jobs < 1 or args.seed_start < 0:
+        ap.error("--seeds, --budget and --jobs must be at least 1, --seed-start at least 0")
+    if not 0 <= args.noise < 0.5:
+        ap.error(f"--noise is a relative spread in [0, 0.5), got {args.noise}")
+    cols = args.variant or list(VARIANTS)
     files = {"developed on": sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet")),
              "held out": sorted((DATA / "heldout").glob("*.parquet"))}  # fmt: skip
-    cells = [(g, p, k, v) for g, paths in files.items() for p, k in landscapes(paths, 1) for v in VARIANTS]
+    cells = [(g, p, k, v) for g, paths in files.items() for p, k in landscapes(paths, 1) for v in cols]
     with ProcessPoolExecutor(args.jobs) as pool:
-        results = list(pool.map(_measure, [(p, k, v, args.seeds, args.budget) for _, p, k, v in cells]))
+        results = list(pool.map(_measure, [(p, k, v, args.seeds, args.budget, args.seed_start, args.noise)
+                                           for _, p, k, v in cells]))  # fmt: skip
     groups: dict[str, dict[str, dict]] = {}
     for (g, p, _, v), res in zip(cells, results, strict=True):
         groups.setdefault(g, {}).setdefault(p.stem, {})[v] = res
-    text = table({g: list(rows.items()) for g, rows in groups.items()}, args.seeds)
+    text = table({g: list(rows.items()) for g, rows in groups.items()}, args.seeds, cols)
     print(text)
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(f"Replays of the recorded H100 and H200 landscapes (deterministic, no GPU), measured by "
-                            f"`python -m benchmarks.search_variants --seeds {args.seeds} --budget {args.budget}`: "
+                            f"`{_command(args)}`: "
                             f"median / worst evaluations to 98% of the best (budget + 1 = not reached), in brackets "
                             f"the seeds within 2% by the budget.\n\n{text}\n")  # fmt: skip
     return 0

@@ -82,3 +82,43 @@ def test_larger_design_measures_twenty_configs_before_the_model_leads():
     s = LargerDesign(space, seed=0, priors=False)
     design = s.design_configs()
     assert len(design) == 20 and len({space.key(c) for c in design}) == 20
+
+
+def test_late_polish_spends_the_last_evaluations_on_the_best_configs_neighbours():
+    from benchmarks.search_variants import LatePolish
+
+    space = SearchSpace.from_values({"BLOCK_M": [16, 32, 64, 128], "BLOCK_N": [16, 32, 64, 128],
+                                     "num_warps": [1, 2, 4, 8], "num_stages": [1, 2, 3, 4]})
+    budget = 20
+    s = LatePolish(space, seed=0, priors=False, budget=budget)
+    score = lambda c: -abs(c["BLOCK_M"] - 64) - abs(c["BLOCK_N"] - 32) - c["num_stages"]  # noqa: E731
+    seen = []
+    for n in range(budget):
+        cfg = s.suggest(f"t{n}")
+        if n >= budget - LatePolish.LAST:
+            best = max(seen, key=score)
+            assert sum(cfg[k] != best[k] for k in best) == 1  # one knob from the best so far
+        s.on_trial_complete(f"t{n}", {"tflops": 100.0 + score(cfg), "status": "ok", "config": cfg})
+        seen.append(cfg)
+
+
+def test_cli_refuses_bad_options_before_any_replay(capsys):
+    import pytest
+
+    from benchmarks.search_variants import main
+
+    for argv, msg in ((["--noise", "0.7"], "--noise is a relative spread"), (["--seed-start", "-1"], "--seed-start"),
+                      (["--variant", "no such"], "invalid choice")):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2 and msg in capsys.readouterr().err
+
+
+def test_the_table_names_the_command_that_measures_it():
+    import argparse
+
+    from benchmarks.search_variants import _command
+
+    args = argparse.Namespace(seeds=10, budget=50, seed_start=10, noise=0.02, variant=["no priors", "late polish"])
+    assert _command(args) == ("python -m benchmarks.search_variants --seeds 10 --budget 50 --seed-start 10 "
+                              "--noise 0.02 --variant 'no priors' --variant 'late polish'")
