@@ -52,7 +52,7 @@ from benchmarks.search_table import DATA, landscapes
 from raytune_attn.tune.search._model import MAX_FIT_POINTS, Model, _bounded_lbfgs, fit_subset
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import _native, load_landscape, read_table
-from raytune_attn.tune.search.replay import noise_factors, run_searcher
+from raytune_attn.tune.search.replay import check_noise, noise_factors, run_searcher
 
 # Hopper (H100 and H200, every landscape here): 64K registers, 64 warps and 228 KB of shared memory per SM, 1 KB of
 # it reserved per block; registers are allocated per thread in steps of 8.
@@ -262,8 +262,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.budget < 1 or args.jobs < 1 or args.seed_start < 0:
         ap.error("--seeds, --budget and --jobs must be at least 1, --seed-start at least 0")
-    if not 0 <= args.noise < 0.5:
-        ap.error(f"--noise is a relative spread in [0, 0.5), got {args.noise}")
+    try:
+        check_noise(args.noise)
+    except ValueError as e:
+        ap.error(str(e))
     cols = args.variant or list(VARIANTS)
     files = {"developed on": sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet")),
              "held out": sorted((DATA / "heldout").glob("*.parquet"))}  # fmt: skip

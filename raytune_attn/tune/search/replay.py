@@ -56,10 +56,15 @@ class Run:
         return float(sum(self.compile_s[: self.evals_to(target, len(self.trace))]))
 
 
-def noise_factors(landscape: Landscape, noise: float, seed: int) -> dict[tuple, float]:
-    """Each config's multiplicative measurement noise in the run of `seed`: exp(noise * z), z standard normal."""
+def check_noise(noise: float) -> None:
+    """ValueError naming the flag for a run-to-run spread outside [0, 0.5)."""
     if not 0 <= noise < 0.5:
         raise ValueError(f"--noise is a relative spread in [0, 0.5), got {noise}")
+
+
+def noise_factors(landscape: Landscape, noise: float, seed: int) -> dict[tuple, float]:
+    """Each config's multiplicative measurement noise in the run of `seed`: exp(noise * z), z standard normal."""
+    check_noise(noise)
     z = np.random.default_rng([seed, 0x6E6F]).standard_normal(len(landscape.values))
     return dict(zip(landscape.values, np.exp(noise * z).tolist(), strict=True))
 
@@ -120,7 +125,7 @@ def replay(
         raise ValueError("--budget and --seeds must be at least 1")
     if seed_start < 0:
         raise ValueError("--seed-start must be at least 0")
-    noise_factors(landscape, noise, 0)  # a bad --noise is refused before any run
+    check_noise(noise)  # a bad --noise is refused before any run
     check_warm_as(warm_as)
     best = landscape.best
     out = {}
