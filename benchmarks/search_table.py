@@ -37,21 +37,32 @@ VARIANTS = (("gp", "gp", {}), ("gp no priors", "gp", {"priors": False}), ("tpe",
             ("random", "random", {}))  # fmt: skip
 
 
-def landscapes(paths: Sequence[Path], keys_per_file: int) -> list[tuple[Path, str | None]]:
-    """(file, problem key) pairs: the first `keys_per_file` keys of each file in sorted order (0 = all)."""
+def landscapes(paths: Sequence[Path | str], keys_per_file: int) -> list[tuple[Path, str | None]]:
+    """(file, problem key) pairs: the first `keys_per_file` keys of each file in sorted order (0 = all); a path
+    written FILE::KEY gives that key of the file alone."""
     out = []
-    for p in paths:
+    for spec in paths:
+        p, _, key = str(spec).partition("::")
+        p = Path(p)
+        if key:
+            out.append((p, key))
+            continue
         df = pd.read_parquet(p, columns=None)
         keys = sorted(df.problem_key.unique()) if "problem_key" in df.columns else [None]
         out += [(p, k) for k in (keys[:keys_per_file] if keys_per_file else keys)]
     return out
 
 
-def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float,
-            seed_start: int = 0) -> dict[str, list]:  # fmt: skip
+def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float, seed_start: int = 0,
+            remeasured: Path | None = None) -> dict[str, list]:  # fmt: skip
     """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, over seeds `seed_start` ..
-    `seed_start + seeds - 1`."""
+    `seed_start + seeds - 1`. `remeasured`: a re-measure of the table's best configs (benchmarks.landscape_remeasure)
+    whose medians replace their recorded values."""
     land = load_landscape(path, select={"problem_key": key} if key else {})
+    if remeasured is not None and key:
+        from benchmarks.landscape_remeasure import refined
+
+        land = refined(land, pd.read_parquet(remeasured), path=path, key=key)
     out = {}
     for col, name, opts in VARIANTS:
         s = replay(land, [name], budget=budget, seeds=seeds, seed_start=seed_start, noise=noise,
@@ -132,7 +143,8 @@ def write(doc: Path, text: str, section: str | None = None) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--landscape", action="append", type=Path,
-                    help="Recorded tables (default: tests/data/landscape_h100_*.parquet and tests/data/h200/*).")
+                    help="Recorded tables, FILE or FILE::PROBLEM_KEY (default: tests/data/landscape_h100_*.parquet "
+                    "and tests/data/h200/*).")
     ap.add_argument("--keys-per-file", type=int, default=1, help="Problem keys per file (sorted; 0 = all).")
     ap.add_argument("--seeds", type=int, default=10, help="Seeds per landscape and searcher (a count).")
     ap.add_argument("--seed-start", type=int, default=0,
@@ -143,6 +155,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--section", help="With --write: the markers of this named section instead of the default ones.")
     ap.add_argument("--jobs", type=int, default=1, help="Landscapes measured in parallel processes.")
     ap.add_argument("--no-warm", dest="warm", action="store_false", help="Leave out the warm-start table.")
+    ap.add_argument("--remeasured", type=Path, help="A re-measure of the tables' best configs (benchmarks."
+                    "landscape_remeasure --out): its medians replace their recorded values where it has them.")
     a = ap.parse_args(argv)
     paths = a.landscape or sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet"))
     if a.seeds < 1 or a.budget < 1:
@@ -153,12 +167,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--seed-start must be at least 0")
     if a.section and not a.write:
         ap.error("--section names where --write puts the table: give --write FILE with it")
+    if a.remeasured and not a.remeasured.is_file():
+        ap.error(f"--remeasured {a.remeasured}: no such file")
     t0 = time.time()
     cells = [(path, key, noise) for path, key in landscapes(paths, a.keys_per_file) for noise in a.noise or [0.0, 0.02]]
     warm_pairs = WARM_PAIRS if a.warm else ()
     with ProcessPoolExecutor(a.jobs) as ex:  # every cell is seeded: the same table for any --jobs
-        futures = [ex.submit(measure, path, key, seeds=a.seeds, budget=a.budget, noise=noise,
-                             seed_start=a.seed_start) for path, key, noise in cells]  # fmt: skip
+        futures = [ex.submit(measure, path, key, seeds=a.seeds, budget=a.budget, noise=noise, seed_start=a.seed_start,
+                             remeasured=a.remeasured) for path, key, noise in cells]  # fmt: skip
         warm_futures = [ex.submit(measure_warm, DATA / target, key, DATA / source, seeds=a.seeds, budget=a.budget,
                                   seed_start=a.seed_start) for target, key, source in warm_pairs]  # fmt: skip
         rows = []
@@ -174,6 +190,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            + f" --keys-per-file {a.keys_per_file} --seeds {a.seeds}"
            + (f" --seed-start {a.seed_start}" if a.seed_start else "") + f" --budget {a.budget}"
            + "".join(f" --noise {n}" for n in a.noise or []) + ("" if a.warm else " --no-warm")
+           + (f" --remeasured {a.remeasured}" if a.remeasured else "")
            + (f" --section {a.section}" if a.section else ""))  # fmt: skip
     last = a.seed_start + a.seeds - 1
     text = (f"Median / worst evaluations to 98% of the true best over seeds {a.seed_start}-{last} (budget {a.budget}; "
