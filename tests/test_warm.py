@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 from conftest import needs_optuna
 
+from raytune_attn.config import default_config
 from raytune_attn.tune.search import load_space, make_searcher
 from raytune_attn.tune.search.warm import WarmStartError, best_configs, in_space, prior_scores
 
@@ -28,7 +29,7 @@ def _table() -> pd.DataFrame:
 
 
 def test_scores_are_relative_to_each_groups_best_and_averaged_geometrically():
-    scores = dict((tuple(c.values()), s) for c, s in prior_scores(_table(), ["BLOCK_M", "num_warps", "num_stages"]))
+    scores = dict((tuple(c.values()), s) for c, s in prior_scores(_table(), ["BLOCK_M", "num_warps"]))
     assert scores[(64, 4)] == pytest.approx(1.0)  # best in both groups; the baseline row is not a config
     assert scores[(128, 8)] == pytest.approx(0.5)
     assert scores[(64, 2)] == pytest.approx(0.25)  # measured in one group only
@@ -44,16 +45,31 @@ def test_scores_are_relative_to_each_groups_best_and_averaged_geometrically():
     assert times[(128, 8)] == pytest.approx(0.5)
 
 
-def test_a_knob_the_table_never_varied_takes_every_value_of_this_space():
+def test_a_kernel_knob_the_table_never_recorded_ran_at_its_default():
+    # The table records BLOCK_M and num_warps only: its configs ran with the kernel's default BLOCK_N, stages and
+    # PRE_LOAD_V for head dim 128 (config.default_config), so only those candidates of the study space get a score.
     space = load_space("nvidia/sm90_study")
     cands = list(space.configs())
     scores = prior_scores(_table(), space.names)
+    d = default_config(128)
+    assert all(c["BLOCK_N"] == d["BLOCK_N"] and c["num_stages"] == d["num_stages"] for c, _ in scores)
     matched = in_space(scores, cands)
-    want = [i for i, c in enumerate(cands) if (c["BLOCK_M"], c["num_warps"]) in {(64, 4), (128, 8), (64, 2), (32, 4)}]
-    assert sorted(i for i, _ in matched) == want
+    want = [i for i, c in enumerate(cands) if (c["BLOCK_M"], c["num_warps"]) in {(64, 4), (128, 8), (64, 2), (32, 4)}
+            and all(c[k] == d[k] for k in ("BLOCK_N", "num_stages", "PRE_LOAD_V"))]  # fmt: skip
+    assert len(want) == 3 and sorted(i for i, _ in matched) == want  # BLOCK_M 32 < BLOCK_N 64: not in the space
     for i, s in matched:
         c = cands[i]
         assert s == {(64, 4): 1.0, (128, 8): 0.5, (64, 2): 0.25, (32, 4): None}[(c["BLOCK_M"], c["num_warps"])]
+
+
+def test_the_default_follows_each_rows_head_dim_and_other_knobs_stay_open():
+    table = _table().assign(head_dim=[64, 64, 64, 64, 256, 256, 256, 256, 64])
+    scores = prior_scores(table, ["BLOCK_M", "num_warps", "BLOCK_N", "order"])
+    by_n = {c["BLOCK_N"] for c, _ in scores}
+    assert by_n == {default_config(64)["BLOCK_N"], default_config(256)["BLOCK_N"]} == {64, 32}
+    assert all("order" not in c for c, _ in scores)  # not a kernel knob: no default to fill
+    cands = [{"BLOCK_M": 64, "num_warps": 4, "BLOCK_N": 64, "order": o} for o in ("a", "b")]
+    assert sorted(i for i, _ in in_space(scores, cands)) == [0, 1]  # any value of the open knob matches
 
 
 def test_unusable_tables_are_refused_naming_why(tmp_path):
@@ -82,10 +98,14 @@ def test_a_searcher_starts_from_the_initial_configs_it_is_given():
 
 def test_the_gp_starts_from_the_warm_models_best_guess():
     space = load_space("nvidia/sm90_study")
-    s = make_searcher("gp", space, seed=0, priors=False, warm_start=prior_scores(_table(), space.names))
+    rows = [(64, 4, 2, 100.0), (128, 8, 2, 50.0), (64, 2, 2, 25.0), (128, 4, 2, 40.0), (64, 4, 1, 60.0),
+            (128, 8, 4, 45.0), (256, 8, 2, 30.0)]  # fmt: skip
+    table = pd.DataFrame([{"problem_key": "p", "gpu": "G", "BLOCK_M": m, "num_warps": w, "num_stages": st,
+                           "status": "ok", "tflops": v} for m, w, st, v in rows])  # fmt: skip
+    s = make_searcher("gp", space, seed=0, priors=False, warm_start=prior_scores(table, space.names))
     assert not s._design  # enough earlier successes: no space-filling design
     cfg = s.suggest("t0")
-    assert (cfg["BLOCK_M"], cfg["num_warps"]) == (64, 4)
+    assert (cfg["BLOCK_M"], cfg["num_warps"], cfg["num_stages"]) == (64, 4, 2)
 
 
 @pytest.fixture(scope="module")

@@ -177,9 +177,11 @@ class GPSearcher(DiscreteSearcher):
                 yield source.space.to_config(key), (None if not np.isfinite(v) else float(v))
             return
         if isinstance(source, (str, Path, pd.DataFrame)):
-            df = read_table(source)
+            from raytune_attn.tune.search.warm import ran_with
+
             names = list(params or self.space.names)
-            # A column the table lacks (a knob it never varied) takes the start's value, else the knob's first.
+            df = ran_with(read_table(source), names)  # kernel knobs the table lacks: the defaults they ran at
+            # Another column the table lacks (a knob it never varied) takes the start's value, else the knob's first.
             start = start_config(self.space.priors, self.space.values, self.problem) if self.priors else None
             for name in names:
                 if name not in df.columns:

@@ -4,8 +4,9 @@ exhaustive landscape) of other shapes, another GPU or another Triton.
 Speeds of different problems and GPUs are not comparable, but their order is: each group of the table (one
 problem on one GPU: `problem_key` and `gpu` where the table has them) is scaled by its own best, so a config's
 relative speed is 1 where it won its group. A config's prior score is the geometric mean of its relative speeds
-over the groups that measured it; a config that failed in every group that measured it has no score (None). Only
-the knobs the table records come with a config: a searcher fills the others.
+over the groups that measured it; a config that failed in every group that measured it has no score (None). A
+kernel knob the table does not record ran at its default (the kernel fills a config's missing knobs from
+`config.default_config`), so a config comes with that value; other knobs the table lacks stay open (`in_space`).
 
 Two ways a searcher uses them (`raytune-attn replay --warm-start`, `raytune-attn tune --warm-start`): the GP takes
 every scored config as an observation of its model (gp.py: shifted to this search's scale once a config is
@@ -21,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from raytune_attn.config import KNOBS, default_config
 from raytune_attn.tune.search.landscape import read_table
 
 GROUP_COLUMNS = ("problem_key", "gpu")  # what tells one group of comparable speeds from another
@@ -54,9 +56,10 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
     df = read_table(read_results(source))  # Ray Tune's `config/` column prefixes stripped, as for a landscape
     if "kind" in df.columns:  # a sweep's table: its trials and final re-measures, not the SDPA baselines
         df = df[df["kind"].astype(str) != "baseline"]
-    have = [k for k in knobs if k in df.columns]
-    if not have:
+    if not any(k in df.columns for k in knobs):
         raise WarmStartError(f"the warm-start table has none of the knob columns {sorted(knobs)}")
+    df = ran_with(df, knobs)
+    have = [k for k in knobs if k in df.columns]
     if objective not in df.columns:
         raise WarmStartError(f"the warm-start table has no {objective!r} column")
     y = pd.to_numeric(df[objective], errors="coerce").astype(float)
@@ -84,10 +87,25 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
     return out
 
 
+def ran_with(df: pd.DataFrame, knobs: Sequence[str]) -> pd.DataFrame:
+    """`df` with a column for each kernel knob of `knobs` that it lacks, holding the value each row ran with: the
+    kernel's default for the row's head dim (128 where the table has none). A table that never varied a knob (an
+    older space, a smaller one) measured its default, not every value this space lists. Knobs without a default
+    in `default_config` (the AMD compiler's options, left to the compiler) are not filled."""
+    missing = [k for k in knobs if k in KNOBS and k in default_config() and k not in df.columns]
+    if not missing:
+        return df
+    dims = pd.to_numeric(df["head_dim"], errors="coerce") if "head_dim" in df.columns else pd.Series(128, df.index)
+    dims = dims.fillna(128).astype(int)
+    defaults = {int(d): default_config(int(d)) for d in dims.unique()}
+    return df.assign(**{k: [defaults[d][k] for d in dims] for k in missing})
+
+
 def in_space(scores: Sequence[tuple[Mapping[str, Any], float | None]],
              candidates: Sequence[Mapping[str, Any]]) -> list[tuple[int, float | None]]:
     """(candidate index, score) for every candidate whose knobs match a scored config on the knobs it records: a
-    knob the table never varied can take any value here, and each value carries the config's score."""
+    knob the table does not record (and `ran_with` could not fill: not a kernel knob) can take any value here, and
+    each value carries the config's score."""
     if not scores or not candidates:
         return []
     have = list(scores[0][0])
