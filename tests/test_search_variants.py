@@ -102,6 +102,34 @@ def test_late_polish_spends_the_last_evaluations_on_the_best_configs_neighbours(
         seen.append(cfg)
 
 
+def test_local_model_ranks_by_a_gp_of_the_configs_near_the_centres_only():
+    from benchmarks.search_variants import LocalModel
+    from raytune_attn.tune.search._model import Model
+
+    space = SearchSpace.from_values({"BLOCK_M": [16, 32, 64, 128], "BLOCK_N": [16, 32, 64, 128],
+                                     "num_warps": [1, 2, 4, 8], "num_stages": [1, 2, 3, 4]})
+    s = LocalModel(space, seed=0, priors=False)
+    score = lambda c: -abs(c["BLOCK_M"] - 64) - abs(c["BLOCK_N"] - 32) - c["num_stages"]  # noqa: E731
+    for n in range(24):
+        cfg = s.suggest(f"t{n}")
+        s.on_trial_complete(f"t{n}", {"tflops": 200.0 + score(cfg), "status": "ok", "config": cfg})
+    available = np.flatnonzero(~s._taken)
+    local = s._neighbours(available)
+    centres = s._turn
+    near = [i for i, v in s._scores.items() if v is not None
+            and min((s._cat[i] != s._cat[c]).sum() for c in centres) <= LocalModel.RADIUS]  # fmt: skip
+    assert len(near) >= LocalModel.MIN_POINTS and len(near) < len(s._scores)  # a strict subset: the test means it
+    X, y = s._F[near], np.array([s._scores[i] for i in near])
+    mu, sd = Model(X.shape[1], s.seed + len(s._obs)).fit(X, y, len(y)).predict(s._F[local], return_std=True)
+    X_all, y_all, n = s._training_data([])
+    got = s._local_acquisition(s._fit(X_all, y_all, n), s._F[local])
+    np.testing.assert_allclose(got, mu + s._local_kappa * sd)
+    s._turn = []  # no measured config near: the global model's ranking
+    gp = s._fit(X_all, y_all, n)
+    np.testing.assert_allclose(s._local_acquisition(gp, s._F[local]),
+                               LocalModel.__mro__[1]._local_acquisition(s, gp, s._F[local]))
+
+
 def test_cli_refuses_bad_options_before_any_replay(capsys):
     import pytest
 
