@@ -1,6 +1,7 @@
 """Earlier results as a search's prior (raytune_attn.tune.search.warm): relative scores per group, their mapping
 onto another space, the searchers' starts, and the replay of an H100 search warm-started from the H200's data."""
 
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -70,6 +71,22 @@ def test_the_default_follows_each_rows_head_dim_and_other_knobs_stay_open():
     assert all("order" not in c for c, _ in scores)  # not a kernel knob: no default to fill
     cands = [{"BLOCK_M": 64, "num_warps": 4, "BLOCK_N": 64, "order": o} for o in ("a", "b")]
     assert sorted(i for i, _ in in_space(scores, cands)) == [0, 1]  # any value of the open knob matches
+
+
+def test_a_table_given_to_the_gp_directly_is_read_as_tune_reads_it():
+    # Two problems 10x apart in speed: each scaled by its best, not mixed in absolute TFLOP/s; a time objective
+    # gives the same relative scores (the GP models -log(latency)).
+    space = load_space("nvidia/sm90_study")
+    want = {i: None if v is None else math.log(v)
+            for i, v in in_space(prior_scores(_table(), space.names), list(space.configs()))}  # fmt: skip
+    assert sum(v is not None for v in want.values()) == 3
+    for metric, mode, table in (("tflops", "max", _table()),
+                                ("latency_ms", "min", _table().assign(latency_ms=lambda d: 1.0 / d["tflops"]))):
+        s = make_searcher("gp", space, seed=0, priors=False, metric=metric, mode=mode, warm_start=table)
+        got = {s._index[k]: v for _, k, v in s._warm}
+        assert got.keys() == want.keys()
+        for i, v in want.items():
+            assert got[i] == pytest.approx(v) if v is not None else got[i] is None
 
 
 def test_unusable_tables_are_refused_naming_why(tmp_path):

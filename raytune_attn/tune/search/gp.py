@@ -53,8 +53,8 @@ from raytune_attn.tune.search._feasible import SKIP_P, fail_probability
 from raytune_attn.tune.search._model import Model, Negated
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.encoding import Encoding
-from raytune_attn.tune.search.landscape import Landscape, read_table, table_values
-from raytune_attn.tune.search.priors import start_config
+from raytune_attn.tune.search.landscape import Landscape
+from raytune_attn.tune.search.warm import in_space, prior_scores
 
 _XI = 0.01  # EI's exploration margin, in units of the observed scores' standard deviation
 _FAIL_MARGIN = 0.1  # a failure scores this fraction of the observed range below the worst success
@@ -153,7 +153,8 @@ class GPSearcher(DiscreteSearcher):
     def add_warm_start(self, source: Any, *, objective: str | None = None, params: list[str] | None = None) -> int:
         """Add earlier results as observations; returns how many configs of this space they cover.
 
-        `source`: a Parquet path or DataFrame (one row per trial or config; see landscape.py), a Landscape, or an
+        `source`: a results table (a Parquet path or DataFrame, read as `tune --warm-start` reads it:
+        warm.prior_scores, each problem and GPU scaled by its best), a Landscape (its values as they are), or an
         iterable of (config, value) pairs with value None for a failed config.
         """
         pairs = list(self._warm_pairs(source, objective or self.metric, params))
@@ -177,24 +178,12 @@ class GPSearcher(DiscreteSearcher):
                 yield source.space.to_config(key), (None if not np.isfinite(v) else float(v))
             return
         if isinstance(source, (str, Path, pd.DataFrame)):
-            from raytune_attn.tune.search.warm import ran_with
-
-            names = list(params or self.space.names)
-            df = ran_with(read_table(source), names)  # kernel knobs the table lacks: the defaults they ran at
-            # Another column the table lacks (a knob it never varied) takes the start's value, else the knob's first.
-            start = start_config(self.space.priors, self.space.values, self.problem) if self.priors else None
-            for name in names:
-                if name not in df.columns:
-                    fill = (start or {p.name: p.values[0] for p in self.space.params}).get(name)
-                    if fill is None:
-                        raise ValueError(f"warm-start table lacks column {name!r}, which is not a knob of this space")
-                    df[name] = fill
-            for key, v in table_values(df, names, objective).items():
-                yield dict(zip(names, key, strict=True)), (None if not np.isfinite(v) else float(v))
-            return
-        from raytune_attn.tune.search.warm import in_space
-
-        pairs = [(dict(cfg), v) for cfg, v in source]
+            # The table read as `tune --warm-start` reads it: each group scaled by its best (higher is better);
+            # for a time objective the relative speed s becomes the relative time 1 / s, which _score negates.
+            scores = prior_scores(source, list(params or self.space.names), objective=objective, mode=self.mode)
+            pairs = [(c, s if s is None or self.mode == "max" else 1.0 / s) for c, s in scores]
+        else:
+            pairs = [(dict(cfg), v) for cfg, v in source]
         if any(set(cfg) != set(self.space.names) for cfg, _ in pairs):  # partial configs (warm.prior_scores)
             for i, v in in_space(pairs, self.candidates):
                 yield dict(self.candidates[i]), v
