@@ -78,7 +78,16 @@ WARM_PAIRS = (("landscape_h100_d128_causal_s4096.parquet", None, "h200/w16_lands
               ("h200/w16_landscape.parquet", "dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16",
                "landscape_h100_d128_causal_s4096.parquet"),
               ("h200/short_full_landscape.parquet", "dense-b16-hq32-hkv32-sq1024-sk1024-d64-full-bfloat16",
-               "landscape_h100_d64_full_s1024.parquet"))  # fmt: skip
+               "landscape_h100_d64_full_s1024.parquet"),
+              # The H200's and the H100's tables of the same four shapes and space (the H100's recorded later).
+              ("h200/short_full_landscape.parquet", "dense-b16-hq32-hkv32-sq1024-sk1024-d64-full-bfloat16",
+               "heldout/h100_short_full.parquet"),
+              ("heldout/h100_short_full.parquet", "dense-b16-hq32-hkv32-sq1024-sk1024-d64-full-bfloat16",
+               "h200/short_full_landscape.parquet"),
+              ("h200/short_full_landscape.parquet", "dense-b16-hq16-hkv16-sq1024-sk1024-d128-full-bfloat16",
+               "heldout/h100_short_full.parquet"),
+              ("heldout/h100_short_full.parquet", "dense-b16-hq16-hkv16-sq1024-sk1024-d128-full-bfloat16",
+               "h200/short_full_landscape.parquet"))  # fmt: skip
 # (column, searcher, options, warm as): every GP here runs without the space files' priors.
 WARM_VARIANTS = (("gp cold", "gp", {"priors": False}, None), ("gp warm (model)", "gp", {"priors": False}, "model"),
                  ("gp warm (design)", "gp", {"priors": False}, "design"), ("tpe cold", "tpe", {}, None),
@@ -91,7 +100,7 @@ def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, bud
     from raytune_attn.tune.search.warm import prior_scores
 
     land = load_landscape(target, select={"problem_key": key} if key else {})
-    warm = prior_scores(source, land.space.names)
+    warm = prior_scores(source, land.space.names, problem=land.problem or None)
     out = {}
     for col, name, opts, warm_as in WARM_VARIANTS:
         s = replay(land, [name], budget=budget, seeds=seeds, seed_start=seed_start, options={name: opts},

@@ -89,6 +89,36 @@ def test_a_table_given_to_the_gp_directly_is_read_as_tune_reads_it():
             assert got[i] == pytest.approx(v) if v is not None else got[i] is None
 
 
+def test_groups_weigh_by_their_problems_likeness_to_the_searchs():
+    from raytune_attn.tune.search.warm import SIMILARITY, group_weight
+
+    p = {"head_dim": 128, "causal": True, "dtype": "bfloat16", "seqlen_q": 1024, "seqlen_k": 1024}
+    assert group_weight(p, p) == 1.0
+    assert group_weight({**p, "head_dim": 64}, p) == pytest.approx(math.exp(-1 / (2 * SIMILARITY**2)))
+    # sequences 4x as long: 2 units for the queries and 2 for the keys
+    assert group_weight({**p, "seqlen_q": 4096, "seqlen_k": 4096}, p) == pytest.approx(
+        math.exp(-8 / (2 * SIMILARITY**2)))
+    assert group_weight({**p, "causal": False}, {"head_dim": 128}) == 1.0  # the search's mask unknown: no term
+
+
+def test_a_search_weighs_the_earlier_table_s_groups_by_their_problems():
+    # Config a wins on the search's own shape, config b on another head dim: with the problem given, a leads.
+    same, other = "dense-b1-hq2-hkv2-sq64-sk64-d64-full-bfloat16", "dense-b1-hq2-hkv2-sq64-sk64-d128-full-bfloat16"
+    rows = [(same, 64, 100.0), (same, 128, 80.0), (other, 64, 50.0), (other, 128, 100.0)]
+    table = pd.DataFrame([{"problem_key": k, "gpu": "G", "BLOCK_M": m, "status": "ok", "tflops": v}
+                          for k, m, v in rows])  # fmt: skip
+    plain = dict((c["BLOCK_M"], s) for c, s in prior_scores(table, ["BLOCK_M"]))
+    assert plain[64] == pytest.approx(math.sqrt(0.5)) and plain[128] == pytest.approx(math.sqrt(0.8))
+    from raytune_attn.tune.search.warm import SIMILARITY
+
+    w = math.exp(-1 / (2 * SIMILARITY**2))  # the other group's weight: one unit away (head dim)
+    weighted = dict((c["BLOCK_M"], s) for c, s in prior_scores(table, ["BLOCK_M"], problem={"head_dim": 64}))
+    assert weighted[64] == pytest.approx(math.exp(w * math.log(0.5) / (1 + w)))
+    assert weighted[128] == pytest.approx(math.exp(math.log(0.8) / (1 + w)))
+    assert weighted[64] > weighted[128]
+    assert next(iter(prior_scores(table, ["BLOCK_M"], problem={"head_dim": 64})))[0] == {"BLOCK_M": 64}
+
+
 def test_unusable_tables_are_refused_naming_why(tmp_path):
     with pytest.raises(WarmStartError, match="no such file"):
         prior_scores(tmp_path / "nothing.parquet", ["BLOCK_M"])

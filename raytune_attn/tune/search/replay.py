@@ -224,7 +224,8 @@ def replay_command(
         searcher_class(name)  # an unknown name is refused before any run, and so is tpe without Optuna
         if name == "tpe" and importlib.util.find_spec("optuna") is None:
             raise ValueError("--searcher tpe needs Optuna: pip install 'raytune-attn[tpe]'")
-    warm = prior_scores(warm_start, land.space.names, objective=objective) if warm_start else None
+    warm = (prior_scores(warm_start, land.space.names, objective=objective, problem=land.problem or None)
+            if warm_start else None)
     summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
                      options={"gp": opts}, noise=noise, warm=warm, warm_as=warm_as)  # fmt: skip
     if json_out:

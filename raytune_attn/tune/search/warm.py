@@ -4,7 +4,9 @@ exhaustive landscape) of other shapes, another GPU or another Triton.
 Speeds of different problems and GPUs are not comparable, but their order is: each group of the table (one
 problem on one GPU: `problem_key` and `gpu` where the table has them) is scaled by its own best, so a config's
 relative speed is 1 where it won its group. A config's prior score is the geometric mean of its relative speeds
-over the groups that measured it; a config that failed in every group that measured it has no score (None). A
+over the groups that measured it, each weighted by its problem's likeness to the search's (`group_weight`: the
+search's own shape, where the table has it, all but decides); a config that failed in every group that measured
+it has no score (None). A
 kernel knob the table does not record ran at its default (the kernel fills a config's missing knobs from
 `config.default_config`), so a config comes with that value; other knobs the table lacks stay open (`in_space`).
 
@@ -15,6 +17,8 @@ measured both here and there), and any searcher can start from the best few (`in
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,7 @@ from raytune_attn.tune.search.landscape import read_table
 GROUP_COLUMNS = ("problem_key", "gpu")  # what tells one group of comparable speeds from another
 WARM_AS = ("model", "design")  # how searchers use earlier results: see `warm_options`
 WARM_DESIGN = 6  # configs of earlier results a searcher starts from (the GP's own design is 6 with priors)
+SIMILARITY = 0.25  # distance between two problems (group_weight) at which a group's weight is exp(-1/2)
 
 
 class WarmStartError(ValueError):
@@ -50,9 +55,11 @@ def read_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
 
 
 def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, objective: str = "tflops",
-                 mode: str = "max") -> list[tuple[dict[str, Any], float | None]]:
+                 mode: str = "max", problem: Any = None) -> list[tuple[dict[str, Any], float | None]]:
     """(config over the `knobs` the table has, relative score in (0, 1] or None) per distinct config, best
-    first. `mode` "min": the objective is a time (lower is better) and the relative score is best / value."""
+    first. `mode` "min": the objective is a time (lower is better) and the relative score is best / value.
+    `problem` (a Problem or a mapping of some of its fields): the search's problem; each group's weight in the
+    geometric mean falls with its problem's distance from it (`group_weight`). None: every group alike."""
     df = read_table(read_results(source))  # Ray Tune's `config/` column prefixes stripped, as for a landscape
     if "kind" in df.columns:  # a sweep's table: its trials and final re-measures, not the SDPA baselines
         df = df[df["kind"].astype(str) != "baseline"]
@@ -76,14 +83,50 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
     best = val.groupby(keys).transform("max" if mode == "max" else "min")
     frame["__rel"] = (val / best) if mode == "max" else (best / val)
     frame["__key"] = keys
+    weight = _group_weights(df.loc[frame.index], keys, problem)
     out = []
     for cfg, g in frame.groupby(have, sort=True, dropna=False):
         cfg = cfg if isinstance(cfg, tuple) else (cfg,)
-        # One value per group (the median of its rows), then the geometric mean over the groups that measured it.
+        # One value per group (the median of its rows), then the weighted geometric mean over the groups that
+        # measured it.
         per_group = g.groupby("__key")["__rel"].median().dropna()
-        score = float(np.exp(np.log(per_group).mean())) if len(per_group) else None
+        w = per_group.index.map(weight).to_numpy(dtype=float)
+        score = float(np.exp(np.average(np.log(per_group), weights=w))) if len(per_group) else None
         out.append(({k: _native(v) for k, v in zip(have, cfg, strict=True)}, score))
     out.sort(key=lambda kv: -1.0 if kv[1] is None else kv[1], reverse=True)
+    return out
+
+
+def group_weight(group: Mapping[str, Any], problem: Mapping[str, Any]) -> float:
+    """exp(-d^2 / (2 SIMILARITY^2)) for the distance d between a group's problem and the search's: a unit for a
+    head dim, a mask or a dtype that differs, and one per factor of 2 between sequence lengths (log2). Fields
+    unknown on either side add nothing. Kernel speeds are shaped by these (tile fit, the diagonal's share, the
+    key loop's length); the GPU is not a term: a table of another GPU is what a warm start is for."""
+    d2 = 0.0
+    for name in ("head_dim", "causal", "dtype"):
+        if group.get(name) is not None and problem.get(name) is not None and group[name] != problem[name]:
+            d2 += 1.0
+    for name in ("seqlen_q", "seqlen_k"):
+        if group.get(name) and problem.get(name):
+            d2 += math.log2(group[name] / problem[name]) ** 2
+    return math.exp(-d2 / (2 * SIMILARITY**2))
+
+
+def _group_weights(df: pd.DataFrame, keys: pd.Series, problem: Any) -> dict[str, float]:
+    """Each group's weight (`group_weight`) from its problem key; 1 for every group without a problem or a key."""
+    if problem is None or "problem_key" not in df.columns:
+        return dict.fromkeys(keys.unique(), 1.0)
+    from raytune_attn.problem import Problem
+    from raytune_attn.tune.search.priors import problem_fields
+
+    target = problem_fields(problem)
+    out = {}
+    for key, pk in zip(keys, df["problem_key"].astype(str), strict=True):
+        if key not in out:
+            try:
+                out[key] = group_weight(dataclasses.asdict(Problem.from_key(pk)), target)
+            except ValueError:  # not a problem key this version reads: a group like any other
+                out[key] = 1.0
     return out
 
 

@@ -119,17 +119,18 @@ def _searcher(plan: Plan, space, info: dict, p, n: int):
     pre = Screen.for_problem(arch, p.head_dim, p.dtype, p.hq // p.hkv) if arch in ARCHS else None
     # The GP reads the problem (head dim, sequence lengths, mask) for where it starts and what it screens.
     return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, problem=p,
-                         **searcher_options(plan, space))
+                         **searcher_options(plan, space, p))
 
 
-def searcher_options(plan: Plan, space) -> dict:
+def searcher_options(plan: Plan, space, problem=None) -> dict:
     """The searcher's options from the flags: the GP's priors on or off, and earlier results (--warm-start) as the
-    GP's model prior or, for the other searchers, the configs they start from (warm.warm_options)."""
+    GP's model prior or, for the other searchers, the configs they start from (warm.warm_options), each earlier
+    problem weighted by its likeness to `problem` (warm.group_weight)."""
     from raytune_attn.tune.search.warm import prior_scores, warm_options
 
     opts = {"priors": not plan.config.no_priors} if plan.config.searcher == "gp" else {}
     if plan.warm is not None:
-        opts.update(warm_options(plan.config.searcher, prior_scores(plan.warm, space.names)))
+        opts.update(warm_options(plan.config.searcher, prior_scores(plan.warm, space.names, problem=problem)))
     return opts
 
 
