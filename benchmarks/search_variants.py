@@ -210,11 +210,9 @@ class LocalModel(GPSearcher):
 
     RADIUS, MIN_POINTS = 2, 8
 
-    def _neighbours(self, available, since=0):
-        measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
-        centres = self._centres(measured) if measured else []
-        self._turn = [centres[(since - 1) % len(centres)]] if since and centres else centres
-        return super()._neighbours(available, since)
+    def _step_centres(self, since):
+        self._turn = super()._step_centres(since)  # what _local_acquisition's local data is near
+        return self._turn
 
     def _local_acquisition(self, gp, Xl):
         near = [(i, s) for i, s in self._scores.items() if s is not None and self._turn

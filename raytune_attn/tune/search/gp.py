@@ -363,20 +363,26 @@ class GPSearcher(DiscreteSearcher):
         connect optima that one-knob moves cannot (the same query rows per warp with twice the rows and warps).
         `since`: evaluations since the best last improved (0 with priors).
         """
-        measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
-        if not measured:
+        centres = self._step_centres(since)
+        if not centres:
             return None
         rows = self._cat[available]
         near = np.zeros(len(available), dtype=bool)
-        centres = self._centres(measured)
-        if since:  # no improvement lately: each basin's best in turn (TuRBO gives each trust region its steps)
-            centres = [centres[(since - 1) % len(centres)]]
         for i in centres:
             step = rows - self._cat[i]
             near |= (step != 0).sum(axis=1) <= 1
             for a, b in self._pairs:
                 near |= pair_step(step, a, b)
         return available[near]
+
+    def _step_centres(self, since: int) -> list[int]:
+        """The centres this local step moves from (none before a success): all of `_centres`, or after `since`
+        evaluations without improvement one basin's best in turn (TuRBO gives each trust region its steps)."""
+        measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
+        if not measured:
+            return []
+        centres = self._centres(measured)
+        return [centres[(since - 1) % len(centres)]] if since else centres
 
     def _centres(self, measured: list[tuple[float, int]]) -> list[int]:
         """The configs the local steps move from, of the measured (score, index) pairs best first: the

@@ -6,9 +6,9 @@ problem on one GPU: `problem_key` and `gpu` where the table has them) is scaled 
 relative speed is 1 where it won its group. A config's prior score is the geometric mean of its relative speeds
 over the groups that measured it, each weighted by its problem's likeness to the search's (`group_weight`: the
 search's own shape, where the table has it, all but decides); a config that failed in every group that measured
-it has no score (None). A
-kernel knob the table does not record ran at its default (the kernel fills a config's missing knobs from
-`config.default_config`), so a config comes with that value; other knobs the table lacks stay open (`in_space`).
+it has no score (None). A kernel knob the table does not record ran at its default (the kernel fills a config's
+missing knobs from `config.default_config`), so a config comes with that value; other knobs the table lacks stay
+open (`in_space`).
 
 Two ways a searcher uses them (`raytune-attn replay --warm-start`, `raytune-attn tune --warm-start`): the GP takes
 every scored config as an observation of its model (gp.py: shifted to this search's scale once a config is
