@@ -83,8 +83,9 @@ def test_embedded_sweep_interrupted_and_resumed(tmp_path):
     args = [sys.executable, "-m", "raytune_attn", "tune", "--budget", "4", "--rungs", "5,10", "--out", str(out),
             "--name", "resume", "--num-cpus", "2", "--searcher", "random"]
     p = subprocess.Popen(args, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    deadline = time.time() + 150
-    while time.time() < deadline and len(list((out / "trials").rglob("*.parquet"))) < 3:
+    # Waits for the rows, not for a time: a loaded machine only makes it slower (the deadline guards against a hang).
+    deadline = time.time() + 600
+    while time.time() < deadline and p.poll() is None and len(list((out / "trials").rglob("*.parquet"))) < 3:
         time.sleep(0.5)
     p.send_signal(signal.SIGINT)
     first_out, _ = p.communicate(timeout=120)

@@ -28,7 +28,8 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
 * Warm start: results of an earlier sweep (another shape or GPU; warm.py scores them relative to each problem's
   best) enter as extra observations, shifted by the median difference to this sweep's measurements on the configs
   both measured (before any, by the difference of the bests); a config's own measurement replaces its warm value.
-  With `n_initial` or more warm successes the initial design is skipped and the first pick is the model's best.
+  With `n_initial` or more warm successes the initial design is skipped; until a config of this search succeeds,
+  the picks are the earlier results' configs, best first (then the model's best guesses).
 
 docs/search.md has the measurements behind each choice.
 """
@@ -275,8 +276,7 @@ class GPSearcher(DiscreteSearcher):
         gp = self._fit(X, y, n_fit)
         available = self._likely_feasible(available)
         if self._warm and not any(v is not None for v in self._scores.values()):
-            # Nothing of this search succeeded yet, earlier results are known: their model's best guess first.
-            order = np.argsort(-gp.predict(self._F[available]), kind="stable")
+            order = self._warm_order(gp, available)
             self._runner_ups = [int(available[k]) for k in order[1:1 + RUNNER_UPS]]
             self.timings.append((len(self._obs), time.perf_counter() - t0))
             return int(available[order[0]])
@@ -296,6 +296,14 @@ class GPSearcher(DiscreteSearcher):
         self._runner_ups = [int(available[k]) for k in order[1:1 + RUNNER_UPS]]
         self.timings.append((len(self._obs), time.perf_counter() - t0))
         return int(available[order[0]])
+
+    def _warm_order(self, gp, available: np.ndarray) -> np.ndarray:
+        """Positions in `available` in the order to try them while nothing of this search has succeeded yet: the
+        configs earlier results scored, best first, then the rest by the model's mean. An earlier best is what was
+        measured; the model's mean, fitted to hundreds of earlier points with a noise term, can peak beside it."""
+        earlier = {self._index[k]: s for _, k, s in self._warm if k in self._index and s is not None}
+        known = np.array([earlier.get(int(i), -math.inf) for i in available])
+        return np.lexsort((-gp.predict(self._F[available]), -known))  # the last key sorts first
 
     def _global_acquisition(self, gp, Xa: np.ndarray, y: np.ndarray, available: np.ndarray) -> np.ndarray:
         """Expected improvement at every free candidate (per predicted second when cost-aware); the posterior
