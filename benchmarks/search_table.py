@@ -94,8 +94,8 @@ WARM_VARIANTS = (("gp cold", "gp", {"priors": False}, None), ("gp warm (model)",
                  ("tpe warm (design)", "tpe", {}, "design"))  # fmt: skip
 
 
-def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, budget: int,
-                 seed_start: int = 0) -> dict[str, list]:  # fmt: skip
+def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, budget: int, seed_start: int = 0,
+                 noise: float = 0.0) -> dict[str, list]:  # fmt: skip
     """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, warm-started or cold."""
     from raytune_attn.tune.search.warm import prior_scores
 
@@ -104,7 +104,7 @@ def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, bud
     out = {}
     for col, name, opts, warm_as in WARM_VARIANTS:
         s = replay(land, [name], budget=budget, seeds=seeds, seed_start=seed_start, options={name: opts},
-                   warm=warm if warm_as else None, warm_as=warm_as or "model")[name]
+                   noise=noise, warm=warm if warm_as else None, warm_as=warm_as or "model")[name]
         out[col] = [s["evals_to_98"]["median"], s["evals_to_98"]["max"], s["reached_98"]]
     return out
 
@@ -115,6 +115,11 @@ def warm_table(rows: list[tuple[str, str, dict]], seeds: int) -> str:
     for target, source, res in rows:
         lines.append(f"| {target} | {source} | " + " | ".join(f"{_cell(res[c])} ({res[c][2]}/{seeds})" for c in cols)
                      + " |")  # fmt: skip
+    if rows:
+        geo = {c: math.exp(np.mean([math.log(r[c][0]) for _, _, r in rows])) for c in cols}
+        every = {c: sum(r[c][2] == seeds for _, _, r in rows) for c in cols}
+        lines.append(f"| geometric mean, every seed within 2% on (of {len(rows)}) | | "
+                     + " | ".join(f"{geo[c]:.1f}, {every[c]}" for c in cols) + " |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -164,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--section", help="With --write: the markers of this named section instead of the default ones.")
     ap.add_argument("--jobs", type=int, default=1, help="Landscapes measured in parallel processes.")
     ap.add_argument("--no-warm", dest="warm", action="store_false", help="Leave out the warm-start table.")
+    ap.add_argument("--warm-from", type=Path, help="Only a warm-start table: each landscape started from this "
+                    "results table (instead of the main table and WARM_PAIRS), at one --noise level (default 0).")
     ap.add_argument("--remeasured", type=Path, help="A re-measure of the tables' best configs (benchmarks."
                     "landscape_remeasure --out): its medians replace their recorded values where it has them.")
     a = ap.parse_args(argv)
@@ -178,13 +185,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--section names where --write puts the table: give --write FILE with it")
     if a.remeasured and not a.remeasured.is_file():
         ap.error(f"--remeasured {a.remeasured}: no such file")
+    if a.warm_from and not a.warm_from.is_file():
+        ap.error(f"--warm-from {a.warm_from}: no such file")
+    if a.warm_from and (len(a.noise or []) > 1 or not a.warm):
+        ap.error("--warm-from measures one warm table: at most one --noise, and not with --no-warm")
     t0 = time.time()
     cells = [(path, key, noise) for path, key in landscapes(paths, a.keys_per_file) for noise in a.noise or [0.0, 0.02]]
-    warm_pairs = WARM_PAIRS if a.warm else ()
+    warm_noise = 0.0
+    warm_pairs = [(DATA / t, k, DATA / s) for t, k, s in WARM_PAIRS] if a.warm else []
+    if a.warm_from:
+        warm_noise = cells[0][2] if a.noise else 0.0
+        warm_pairs, cells = [(path, key, a.warm_from) for path, key, _ in cells], []
     with ProcessPoolExecutor(a.jobs) as ex:  # every cell is seeded: the same table for any --jobs
         futures = [ex.submit(measure, path, key, seeds=a.seeds, budget=a.budget, noise=noise, seed_start=a.seed_start,
                              remeasured=a.remeasured) for path, key, noise in cells]  # fmt: skip
-        warm_futures = [ex.submit(measure_warm, DATA / target, key, DATA / source, seeds=a.seeds, budget=a.budget,
+        warm_futures = [ex.submit(measure_warm, target, key, source, seeds=a.seeds, budget=a.budget, noise=warm_noise,
                                   seed_start=a.seed_start) for target, key, source in warm_pairs]  # fmt: skip
         rows = []
         for (path, key, noise), f in zip(cells, futures, strict=True):
@@ -200,14 +215,21 @@ def main(argv: Sequence[str] | None = None) -> int:
            + (f" --seed-start {a.seed_start}" if a.seed_start else "") + f" --budget {a.budget}"
            + "".join(f" --noise {n}" for n in a.noise or []) + ("" if a.warm else " --no-warm")
            + (f" --remeasured {a.remeasured}" if a.remeasured else "")
+           + (f" --warm-from {a.warm_from}" if a.warm_from else "")
            + (f" --section {a.section}" if a.section else ""))  # fmt: skip
     last = a.seed_start + a.seeds - 1
     text = (f"Median / worst evaluations to 98% of the true best over seeds {a.seed_start}-{last} (budget {a.budget}; "
             f"{a.budget + 1} = not reached), in brackets the seeds within 2% by the budget. Measured by:\n\n"
-            f"    {cmd}\n\n" + table(rows, a.seeds))  # fmt: skip
-    if warm_rows:
+            f"    {cmd}\n\n")  # fmt: skip
+    if rows:
+        text += table(rows, a.seeds)
+    if rows and warm_rows:
         text += ("\n\nWarm starts across GPUs (every GP without the space files' priors; TPE warm: started from the "
                  "earlier results' 6 best configs), the same figures:\n\n" + warm_table(warm_rows, a.seeds))
+    elif warm_rows:
+        spread = f" with a {warm_noise:.0%} run-to-run spread" if warm_noise else ""
+        text += (f"Warm starts{spread} (every GP without the space files' priors; TPE warm: started from the earlier "
+                 "results' 6 best configs):\n\n" + warm_table(warm_rows, a.seeds))
     print(text)
     if a.write:
         write(a.write, text, a.section)

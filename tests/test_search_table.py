@@ -1,8 +1,13 @@
 """benchmarks/search_table: the table lands between its markers, a named section's apart from the default one's."""
 
-import pytest
+from pathlib import Path
 
-from benchmarks.search_table import BEGIN, END, main, write
+import pytest
+from conftest import needs_optuna
+
+from benchmarks.search_table import BEGIN, END, main, measure_warm, write
+
+DATA = Path(__file__).parent / "data"
 
 
 def test_write_replaces_only_its_own_section(tmp_path):
@@ -25,3 +30,30 @@ def test_section_without_write_is_refused_before_any_replay(capsys):
         main(["--section", "heldout", "--seeds", "1", "--budget", "1", "--no-warm"])
     assert e.value.code == 2
     assert "--section names where --write puts the table" in capsys.readouterr().err
+
+
+@needs_optuna  # the warm table's TPE columns
+def test_warm_from_writes_only_the_warm_table_of_each_landscape(tmp_path):
+    """`--warm-from FILE`: each landscape started from FILE, the cells those of measure_warm for that pair."""
+    target, source = DATA / "landscape_h100_d128_causal_s4096.parquet", DATA / "h200" / "w16_landscape.parquet"
+    doc = tmp_path / "search.md"
+    doc.write_text("# Search\n")
+    main(["--landscape", str(target), "--warm-from", str(source), "--seeds", "2", "--budget", "12", "--noise", "0.02",
+          "--write", str(doc), "--section", "warm"])  # fmt: skip
+    text = doc.read_text()
+    want = measure_warm(target, None, source, seeds=2, budget=12, noise=0.02)
+    row = next(line for line in text.splitlines() if line.startswith(f"| {target.stem} "))
+    cells = [c.strip() for c in row.strip("|").split("|")][2:]
+    assert cells == [f"{m:g} / {w} ({n}/2)" for m, w, n in want.values()]
+    geo = next(line for line in text.splitlines() if line.startswith("| geometric mean"))
+    got = [c.strip() for c in geo.strip("|").split("|")][2:]
+    assert got == [f"{m:.1f}, {int(n == 2)}" for m, _, n in want.values()]  # one row: its own medians
+    assert "| landscape | noise |" not in text  # no main table
+    assert "with a 2% run-to-run spread" in text and f"--warm-from {source}" in text
+
+
+def test_warm_from_takes_one_noise_level(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["--warm-from", str(DATA / "h200" / "w16_landscape.parquet"), "--noise", "0", "--noise", "0.02"])
+    assert e.value.code == 2
+    assert "--warm-from measures one warm table" in capsys.readouterr().err

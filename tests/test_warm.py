@@ -46,6 +46,19 @@ def test_scores_are_relative_to_each_groups_best_and_averaged_geometrically():
     assert times[(128, 8)] == pytest.approx(0.5)
 
 
+def test_a_table_concatenated_from_several_runs_reads_as_one(tmp_path):
+    """Frames concatenated without renumbering repeat their row labels (the H200 Llama table of four processes);
+    the scores are those of the same rows numbered once."""
+    table = _table()
+    half = len(table) // 2
+    repeated = pd.concat([table.iloc[:half], table.iloc[half:].reset_index(drop=True)])
+    assert not repeated.index.is_unique
+    repeated.to_parquet(tmp_path / "runs.parquet")
+    want = prior_scores(table, ["BLOCK_M", "num_warps"])
+    assert prior_scores(repeated, ["BLOCK_M", "num_warps"]) == want
+    assert prior_scores(tmp_path / "runs.parquet", ["BLOCK_M", "num_warps"]) == want
+
+
 def test_a_kernel_knob_the_table_never_recorded_ran_at_its_default():
     # The table records BLOCK_M and num_warps only: its configs ran with the kernel's default BLOCK_N, stages and
     # PRE_LOAD_V for head dim 128 (config.default_config), so only those candidates of the study space get a score.

@@ -40,18 +40,20 @@ class WarmStartError(ValueError):
 
 
 def read_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
-    """A results table: a Parquet file, a sweep's directory (raytune_attn.tune.results' one reader) or a frame."""
+    """A results table: a Parquet file, a sweep's directory (raytune_attn.tune.results' one reader) or a frame, its
+    rows numbered 0 .. n-1 (a table concatenated from several runs' frames repeats their row labels)."""
     if isinstance(source, pd.DataFrame):
-        return source.copy()
+        return source.reset_index(drop=True)
     p = Path(source)
     if not p.exists():
         raise WarmStartError(f"--warm-start {p}: no such file or directory")
     try:
         from raytune_attn.tune import results
 
-        return results.read_trials(p) if p.is_dir() else results.read_frame(p)
+        df = results.read_trials(p) if p.is_dir() else results.read_frame(p)
     except Exception as e:  # noqa: BLE001 - whatever the reader raises, the user needs the file named
         raise WarmStartError(f"--warm-start {p}: not a readable results table ({type(e).__name__}: {e})") from None
+    return df.reset_index(drop=True)
 
 
 def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, objective: str = "tflops",
