@@ -191,11 +191,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--warm-from measures one warm table: at most one --noise, and not with --no-warm")
     t0 = time.time()
     cells = [(path, key, noise) for path, key in landscapes(paths, a.keys_per_file) for noise in a.noise or [0.0, 0.02]]
-    warm_noise = 0.0
+    warm_noise = a.noise[0] if a.warm_from and a.noise else 0.0
     warm_pairs = [(DATA / t, k, DATA / s) for t, k, s in WARM_PAIRS] if a.warm else []
-    if a.warm_from:
-        warm_noise = cells[0][2] if a.noise else 0.0
-        warm_pairs, cells = [(path, key, a.warm_from) for path, key, _ in cells], []
+    if a.warm_from:  # one warm row per landscape, at one noise level: no main table
+        warm_pairs, cells = [(path, key, a.warm_from) for path, key in landscapes(paths, a.keys_per_file)], []
     with ProcessPoolExecutor(a.jobs) as ex:  # every cell is seeded: the same table for any --jobs
         futures = [ex.submit(measure, path, key, seeds=a.seeds, budget=a.budget, noise=noise, seed_start=a.seed_start,
                              remeasured=a.remeasured) for path, key, noise in cells]  # fmt: skip

@@ -57,3 +57,14 @@ def test_warm_from_takes_one_noise_level(capsys):
         main(["--warm-from", str(DATA / "h200" / "w16_landscape.parquet"), "--noise", "0", "--noise", "0.02"])
     assert e.value.code == 2
     assert "--warm-from measures one warm table" in capsys.readouterr().err
+
+
+@needs_optuna
+def test_warm_from_without_noise_gives_each_landscape_one_row(tmp_path):
+    """Without --noise the warm table runs at no spread, one row a landscape (not one per default noise level)."""
+    target, source = DATA / "landscape_h100_d128_causal_s4096.parquet", DATA / "h200" / "w16_landscape.parquet"
+    doc = tmp_path / "search.md"
+    doc.write_text("# Search\n")
+    main(["--landscape", str(target), "--warm-from", str(source), "--seeds", "1", "--budget", "3", "--write", str(doc)])
+    rows = [line for line in doc.read_text().splitlines() if line.startswith(f"| {target.stem} ")]
+    assert len(rows) == 1 and "spread" not in doc.read_text()
