@@ -132,6 +132,25 @@ def test_a_search_weighs_the_earlier_table_s_groups_by_their_problems():
     assert next(iter(prior_scores(table, ["BLOCK_M"], problem={"head_dim": 64})))[0] == {"BLOCK_M": 64}
 
 
+def test_a_table_given_to_the_gp_directly_weighs_its_groups_by_the_searchs_problem():
+    # As tune reads it: the search's own shape (D=64 here) leads, where the groups alike would rank the other's best.
+    space = load_space("nvidia/sm90_study")
+    same, other = "dense-b1-hq2-hkv2-sq64-sk64-d64-full-bfloat16", "dense-b1-hq2-hkv2-sq64-sk64-d128-full-bfloat16"
+    rows = [(same, 64, 100.0), (same, 128, 80.0), (other, 64, 50.0), (other, 128, 100.0)]
+    table = pd.DataFrame([{"problem_key": k, "gpu": "G", "BLOCK_M": m, "status": "ok", "tflops": v}
+                          for k, m, v in rows])  # fmt: skip
+    configs = list(space.configs())
+    lead = {}
+    for problem in ({"head_dim": 64}, None):
+        want = {i: math.log(v) for i, v in in_space(prior_scores(table, space.names, problem=problem), configs)}
+        s = make_searcher("gp", space, seed=0, priors=False, problem=problem, warm_start=table)
+        got = {s._index[k]: v for _, k, v in s._warm}
+        assert got.keys() == want.keys()
+        assert all(got[i] == pytest.approx(v) for i, v in want.items())
+        lead[None if problem is None else 64] = configs[max(got, key=got.get)]["BLOCK_M"]
+    assert lead == {64: 64, None: 128}  # weighed, the search's own shape's best leads; alike, the other's
+
+
 def test_unusable_tables_are_refused_naming_why(tmp_path):
     with pytest.raises(WarmStartError, match="no such file"):
         prior_scores(tmp_path / "nothing.parquet", ["BLOCK_M"])

@@ -155,7 +155,8 @@ class GPSearcher(DiscreteSearcher):
         """Add earlier results as observations; returns how many configs of this space they cover.
 
         `source`: a results table (a Parquet path or DataFrame, read as `tune --warm-start` reads it:
-        warm.prior_scores, each problem and GPU scaled by its best), a Landscape (its values as they are), or an
+        warm.prior_scores, each problem and GPU scaled by its best, each group weighed by its problem's likeness to
+        this search's `problem`), a Landscape (its values as they are), or an
         iterable of (config, value) pairs with value None for a failed config.
         """
         pairs = list(self._warm_pairs(source, objective or self.metric, params))
@@ -181,7 +182,8 @@ class GPSearcher(DiscreteSearcher):
         if isinstance(source, (str, Path, pd.DataFrame)):
             # The table read as `tune --warm-start` reads it: each group scaled by its best (higher is better);
             # for a time objective the relative speed s becomes the relative time 1 / s, which _score negates.
-            scores = prior_scores(source, list(params or self.space.names), objective=objective, mode=self.mode)
+            scores = prior_scores(source, list(params or self.space.names), objective=objective, mode=self.mode,
+                                  problem=self.problem)
             pairs = [(c, s if s is None or self.mode == "max" else 1.0 / s) for c, s in scores]
         else:
             pairs = [(dict(cfg), v) for cfg, v in source]
