@@ -36,6 +36,8 @@ mean of the medians and the landscapes where every seed got within 2%. Prints th
     # held-out seeds, a 2% run-to-run spread, some columns only:
     python -m benchmarks.search_variants --jobs 2 --seed-start 10 --variant 'no priors' --variant 'late polish'
     python -m benchmarks.search_variants --jobs 2 --noise 0.02 --variant 'no priors' --variant 'late polish'
+    # every problem of other recorded tables instead:
+    python -m benchmarks.search_variants --jobs 2 --landscape tests/data/heldout/h200_short_full.parquet
 """
 
 from __future__ import annotations
@@ -287,6 +289,7 @@ def _command(args) -> str:
     cmd = f"python -m benchmarks.search_variants --seeds {args.seeds} --budget {args.budget}"
     cmd += f" --seed-start {args.seed_start}" if args.seed_start else ""
     cmd += f" --noise {args.noise:g}" if args.noise else ""
+    cmd += "".join(f" --landscape {p}" for p in args.landscape or [])
     return cmd + "".join(f" --variant '{v}'" for v in args.variant or [])
 
 
@@ -299,6 +302,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--noise", type=float, default=0.0, help="Run-to-run spread told to the searchers (0.02: 2%%).")
     ap.add_argument("--variant", action="append", choices=list(VARIANTS), help="Only these columns (repeatable).")
     ap.add_argument("--out", type=Path, help="Write the table (markdown) here.")
+    ap.add_argument("--landscape", action="append", type=Path,
+                    help="Replay every problem key of this recorded table instead of the default files (repeatable).")
     args = ap.parse_args(argv)
     if args.seeds < 1 or args.budget < 1 or args.jobs < 1 or args.seed_start < 0:
         ap.error("--seeds, --budget and --jobs must be at least 1, --seed-start at least 0")
@@ -309,13 +314,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     cols = args.variant or list(VARIANTS)
     files = {"developed on": sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet")),
              "held out": [DATA / "heldout" / f"{name}.parquet" for name in HELD_OUT]}  # fmt: skip
-    cells = [(g, p, k, v) for g, paths in files.items() for p, k in landscapes(paths, 1) for v in cols]
+    missing = [str(p) for p in args.landscape or [] if not p.is_file()]
+    if missing:
+        ap.error(f"--landscape: no such file {', '.join(missing)}")
+    files, per_file = ({"given": args.landscape}, 0) if args.landscape else (files, 1)
+    cells = [(g, p, k, v) for g, paths in files.items() for p, k in landscapes(paths, per_file) for v in cols]
     with ProcessPoolExecutor(args.jobs) as pool:
         results = list(pool.map(_measure, [(p, k, v, args.seeds, args.budget, args.seed_start, args.noise)
                                            for _, p, k, v in cells]))  # fmt: skip
     groups: dict[str, dict[str, dict]] = {}
-    for (g, p, _, v), res in zip(cells, results, strict=True):
-        groups.setdefault(g, {}).setdefault(p.stem, {})[v] = res
+    for (g, p, k, v), res in zip(cells, results, strict=True):
+        groups.setdefault(g, {}).setdefault(p.stem if per_file else f"{p.stem} {k}", {})[v] = res
     text = table({g: list(rows.items()) for g, rows in groups.items()}, args.seeds, cols)
     print(text)
     if args.out:

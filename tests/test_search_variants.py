@@ -1,6 +1,7 @@
 """benchmarks/search_variants: the occupancy figures, the mixture of posteriors, the oracle's extra inputs."""
 
 import math
+from pathlib import Path
 
 import numpy as np
 from skopt.learning import GaussianProcessRegressor
@@ -147,6 +148,29 @@ def test_the_table_names_the_command_that_measures_it():
 
     from benchmarks.search_variants import _command
 
-    args = argparse.Namespace(seeds=10, budget=50, seed_start=10, noise=0.02, variant=["no priors", "late polish"])
+    args = argparse.Namespace(seeds=10, budget=50, seed_start=10, noise=0.02, variant=["no priors", "late polish"],
+                              landscape=None)
     assert _command(args) == ("python -m benchmarks.search_variants --seeds 10 --budget 50 --seed-start 10 "
                               "--noise 0.02 --variant 'no priors' --variant 'late polish'")
+
+
+def test_given_landscapes_replay_every_problem_key(capsys, tmp_path):
+    import pandas as pd
+    import pytest
+
+    from benchmarks.search_variants import main, measure
+
+    path = "tests/data/heldout/h200_short_full.parquet"
+    keys = sorted(pd.read_parquet(path, columns=["problem_key"]).problem_key.unique())
+    out = tmp_path / "t.md"
+    argv = ["--landscape", path, "--seeds", "1", "--budget", "3", "--variant", "no priors", "--out", str(out)]
+    assert main(argv) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| given | h200_short_full ")]
+    assert len(rows) == len(keys) == 4
+    for key, row in zip(keys, rows, strict=True):
+        median, worst, reached = measure(Path(path), key, "no priors", 1, 3)
+        assert row == f"| given | h200_short_full {key} | {median:g} / {worst} ({reached}/1) |"
+    assert f"--landscape {path}" in out.read_text()
+    with pytest.raises(SystemExit):
+        main(["--landscape", str(tmp_path / "none.parquet")])
+    assert "no such file" in capsys.readouterr().err
