@@ -271,7 +271,9 @@ def _measure(args):
     return measure(*args)
 
 
-def table(groups: dict[str, list[tuple[str, dict]]], seeds: int, cols: Sequence[str]) -> str:
+def table(groups: dict[str, list[tuple[str, dict]]], seeds: int, cols: Sequence[str], *, digits: int = 1) -> str:
+    """Markdown rows of each group, then its geometric mean of the medians (`digits` decimals) and the rows where
+    every seed got within 2%."""
     lines = ["| group | landscape | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for group, rows in groups.items():
         for name, res in rows:
@@ -280,7 +282,7 @@ def table(groups: dict[str, list[tuple[str, dict]]], seeds: int, cols: Sequence[
         geo = {c: math.exp(np.mean([math.log(r[c][0]) for _, r in rows])) for c in cols}
         every = {c: sum(r[c][2] == seeds for _, r in rows) for c in cols}
         lines.append(f"| {group} | geometric mean, every seed within 2% on (of {len(rows)}) | "
-                     + " | ".join(f"{geo[c]:.1f}, {every[c]}" for c in cols) + " |")  # fmt: skip
+                     + " | ".join(f"{geo[c]:.{digits}f}, {every[c]}" for c in cols) + " |")  # fmt: skip
     return "\n".join(lines)
 
 

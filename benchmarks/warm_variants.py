@@ -23,7 +23,6 @@ writes it (markdown) to `--out`.
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -32,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.search_table import DATA, WARM_PAIRS
+from benchmarks.search_variants import table
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import run_searcher
@@ -98,18 +98,6 @@ def _measure(args):
     return measure(*args)
 
 
-def table(rows: list[tuple[str, dict]], seeds: int, cols: Sequence[str]) -> str:
-    lines = ["| target <- earlier results | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-    for name, res in rows:
-        lines.append(f"| {name} | " + " | ".join(f"{res[c][0]:g} / {res[c][1]} ({res[c][2]}/{seeds})" for c in cols)
-                     + " |")  # fmt: skip
-    geo = {c: math.exp(np.mean([math.log(r[c][0]) for _, r in rows])) for c in cols}
-    every = {c: sum(r[c][2] == seeds for _, r in rows) for c in cols}
-    lines.append(f"| geometric mean, every seed within 2% on (of {len(rows)}) | "
-                 + " | ".join(f"{geo[c]:.2f}, {every[c]}" for c in cols) + " |")  # fmt: skip
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
@@ -129,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows: dict[str, dict] = {}
     for (t, k, s, v), res in zip(cells, results, strict=True):
         rows.setdefault(f"{t.stem}{' ' + k if k else ''} <- {s.stem}", {})[v] = res
-    text = table(list(rows.items()), args.seeds, cols)
+    text = table({"cross-GPU pairs": list(rows.items())}, args.seeds, cols, digits=2)
     print(text)
     if args.out:
         cmd = f"python -m benchmarks.warm_variants --seeds {args.seeds} --budget {args.budget}"

@@ -52,6 +52,6 @@ def test_the_command_writes_its_table(tmp_path, monkeypatch, capsys):
     assert main(["--seeds", "1", "--budget", "2", "--variant", "warm model", "--out", str(out)]) == 0
     target, key, source = pairs()[1]
     median, worst, reached = measure(target, key, source, "warm model", 1, 2)
-    row = f"| {target.stem} <- {source.stem} | {median:g} / {worst} ({reached}/1) |"
+    row = f"| cross-GPU pairs | {target.stem} <- {source.stem} | {median:g} / {worst} ({reached}/1) |"
     assert row in capsys.readouterr().out
     assert row in out.read_text() and "--variant 'warm model'" in out.read_text()
