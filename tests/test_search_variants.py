@@ -131,6 +131,44 @@ def test_local_model_ranks_by_a_gp_of_the_configs_near_the_centres_only():
                                LocalModel.__mro__[1]._local_acquisition(s, gp, s._F[local]))
 
 
+def test_significant_improvement_counts_only_gains_above_its_margin():
+    from benchmarks.search_variants import SignificantImprovement, SignificantImprovement2
+    from raytune_attn.tune.search.gp import GPSearcher
+
+    space = SearchSpace.from_values({"BLOCK_M": [16, 32, 64, 128], "num_warps": [1, 2, 4, 8]})
+    # 100, then +0.5% (polish), a failure, +1.5% over 100, +0.99% (2.5% over 100), a loss
+    values = [100.0, 100.5, None, 101.5, 102.5, 90.0]
+    want = {GPSearcher: [0, 0, 1, 0, 0, 1], SignificantImprovement: [0, 1, 2, 0, 1, 2],
+            SignificantImprovement2: [0, 1, 2, 3, 0, 1]}
+    for cls, since in want.items():
+        s = cls(space, seed=0, priors=False)
+        got = []
+        for n, v in enumerate(values):
+            cfg = s.suggest(f"t{n}")
+            result = {"tflops": v, "status": "ok", "config": cfg} if v else {"status": "error", "config": cfg}
+            s.on_trial_complete(f"t{n}", result)
+            got.append(s._since())
+        assert got == since, cls.__name__
+
+
+def test_sobol_design_snaps_each_sobol_point_to_the_nearest_free_candidate():
+    from scipy.stats import qmc
+
+    from benchmarks.search_variants import SobolDesign
+    from raytune_attn.tune.search.gp import GPSearcher
+
+    space = SearchSpace.from_values({"BLOCK_M": [16, 32, 64, 128], "BLOCK_N": [16, 32, 64, 128],
+                                     "num_warps": [1, 2, 4, 8], "num_stages": [1, 2, 3, 4]})
+    s, plain = SobolDesign(space, seed=3, priors=False), GPSearcher(space, seed=3, priors=False)
+    design = [s._index[space.key(c)] for c in s.design_configs()]
+    assert len(design) == len(plain.design_configs()) == len(set(design))
+    pts = qmc.Sobol(s._X.shape[1], scramble=True, seed=3).random(16)[: len(design)]
+    for k, (p, j) in enumerate(zip(pts, design, strict=True)):
+        d = ((s._X - p) ** 2).sum(axis=1)
+        d[design[:k]] = np.inf  # taken by an earlier point
+        assert d[j] == d.min()
+
+
 def test_cli_refuses_bad_options_before_any_replay(capsys):
     import pytest
 
