@@ -114,6 +114,24 @@ def test_groups_weigh_by_their_problems_likeness_to_the_searchs():
     assert group_weight({**p, "causal": False}, {"head_dim": 128}) == 1.0  # the search's mask unknown: no term
 
 
+def test_groups_far_from_the_search_still_score_by_their_relative_weights():
+    # Two groups 64 and 128 tokens long, a search 64K tokens long: each weight alone underflows to 0 (10 and 9
+    # factors of 2 in both lengths), their ratio exp(38 / (2 SIMILARITY^2)) does not.
+    from raytune_attn.tune.search.warm import SIMILARITY, group_log_weight, group_weight
+
+    near, far = "dense-b1-hq2-hkv2-sq128-sk128-d64-full-bfloat16", "dense-b1-hq2-hkv2-sq64-sk64-d64-full-bfloat16"
+    problem = {"head_dim": 64, "seqlen_q": 65536, "seqlen_k": 65536}
+    assert group_weight({"seqlen_q": 64, "seqlen_k": 64}, problem) == 0.0
+    assert group_log_weight({"seqlen_q": 64, "seqlen_k": 64}, problem) == pytest.approx(-200 / (2 * SIMILARITY**2))
+    rows = [(near, 64, 100.0), (near, 128, 50.0), (far, 64, 40.0), (far, 128, 100.0), (far, 256, 80.0)]
+    table = pd.DataFrame([{"problem_key": k, "BLOCK_M": m, "status": "ok", "tflops": v} for k, m, v in rows])
+    got = dict((c["BLOCK_M"], s) for c, s in prior_scores(table, ["BLOCK_M"], problem=problem))
+    r = math.exp(-38 / (2 * SIMILARITY**2))  # the far group's weight relative to the near one's: negligible
+    assert got[64] == pytest.approx(math.exp(r * math.log(0.4) / (1 + r)))
+    assert got[128] == pytest.approx(math.exp(math.log(0.5) / (1 + r)))
+    assert got[256] == pytest.approx(0.8)  # measured by the far group alone: its own relative speed
+
+
 def test_a_search_weighs_the_earlier_table_s_groups_by_their_problems():
     # Config a wins on the search's own shape, config b on another head dim: with the problem given, a leads.
     same, other = "dense-b1-hq2-hkv2-sq64-sk64-d64-full-bfloat16", "dense-b1-hq2-hkv2-sq64-sk64-d128-full-bfloat16"

@@ -85,14 +85,16 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
     best = val.groupby(keys).transform("max" if mode == "max" else "min")
     frame["__rel"] = (val / best) if mode == "max" else (best / val)
     frame["__key"] = keys
-    weight = _group_weights(df.loc[frame.index], keys, problem)
+    log_weight = _group_log_weights(df.loc[frame.index], keys, problem)
     out = []
     for cfg, g in frame.groupby(have, sort=True, dropna=False):
         cfg = cfg if isinstance(cfg, tuple) else (cfg,)
         # One value per group (the median of its rows), then the weighted geometric mean over the groups that
-        # measured it.
+        # measured it. The weights relative to this config's nearest group: the weights of groups far from the
+        # search (16 against 4096 tokens) underflow to 0 when taken alone.
         per_group = g.groupby("__key")["__rel"].median().dropna()
-        w = per_group.index.map(weight).to_numpy(dtype=float)
+        lw = per_group.index.map(log_weight).to_numpy(dtype=float)
+        w = np.exp(lw - lw.max()) if len(lw) else lw
         score = float(np.exp(np.average(np.log(per_group), weights=w))) if len(per_group) else None
         out.append(({k: _native(v) for k, v in zip(have, cfg, strict=True)}, score))
     out.sort(key=lambda kv: -1.0 if kv[1] is None else kv[1], reverse=True)
@@ -104,6 +106,11 @@ def group_weight(group: Mapping[str, Any], problem: Mapping[str, Any]) -> float:
     head dim, a mask or a dtype that differs, and one per factor of 2 between sequence lengths (log2). Fields
     unknown on either side add nothing. Kernel speeds are shaped by these (tile fit, the diagonal's share, the
     key loop's length); the GPU is not a term: a table of another GPU is what a warm start is for."""
+    return math.exp(group_log_weight(group, problem))
+
+
+def group_log_weight(group: Mapping[str, Any], problem: Mapping[str, Any]) -> float:
+    """log of `group_weight`, finite where the weight itself underflows to 0."""
     d2 = 0.0
     for name in ("head_dim", "causal", "dtype"):
         if group.get(name) is not None and problem.get(name) is not None and group[name] != problem[name]:
@@ -111,13 +118,14 @@ def group_weight(group: Mapping[str, Any], problem: Mapping[str, Any]) -> float:
     for name in ("seqlen_q", "seqlen_k"):
         if group.get(name) and problem.get(name):
             d2 += math.log2(group[name] / problem[name]) ** 2
-    return math.exp(-d2 / (2 * SIMILARITY**2))
+    return -d2 / (2 * SIMILARITY**2)
 
 
-def _group_weights(df: pd.DataFrame, keys: pd.Series, problem: Any) -> dict[str, float]:
-    """Each group's weight (`group_weight`) from its problem key; 1 for every group without a problem or a key."""
+def _group_log_weights(df: pd.DataFrame, keys: pd.Series, problem: Any) -> dict[str, float]:
+    """Each group's log weight (`group_log_weight`) from its problem key; 0 for every group without a problem or a
+    key."""
     if problem is None or "problem_key" not in df.columns:
-        return dict.fromkeys(keys.unique(), 1.0)
+        return dict.fromkeys(keys.unique(), 0.0)
     from raytune_attn.problem import Problem
     from raytune_attn.tune.search.priors import problem_fields
 
@@ -126,9 +134,9 @@ def _group_weights(df: pd.DataFrame, keys: pd.Series, problem: Any) -> dict[str,
     for key, pk in zip(keys, df["problem_key"].astype(str), strict=True):
         if key not in out:
             try:
-                out[key] = group_weight(dataclasses.asdict(Problem.from_key(pk)), target)
+                out[key] = group_log_weight(dataclasses.asdict(Problem.from_key(pk)), target)
             except ValueError:  # not a problem key this version reads: a group like any other
-                out[key] = 1.0
+                out[key] = 0.0
     return out
 
 
