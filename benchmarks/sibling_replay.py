@@ -2,17 +2,17 @@
 
 A sweep tunes many problems at once (the Llama-3-8B prefill set: 15 shapes), one search each. Here the GP without
 the space files' priors runs on every problem key of a recorded table in lockstep rounds (each search one
-evaluation a round, as a sweep's searches advance side by side), in three modes:
+evaluation a round, as a sweep's searches advance side by side), in four modes:
 
 - `alone`: every search by itself (what a sweep does today);
-- `siblings`: before each round, every search takes the other searches' results so far as its warm start (the
-  table read as `tune --warm-start` reads one: warm.prior_scores, each problem scaled by its best so far and
-  weighted by its likeness to this search's problem); with as many earlier successes as its design, it skips its
-  design (gp.py);
+- `siblings`: after each round, every search is given the other searches' results of the round, as
+  `tune --share-results` gives them (gp.GPSearcher.add_related: read as a warm-start table is, each problem scaled
+  by its best so far and weighted by its likeness to this search's problem); with as many earlier successes as
+  its design has configs, it skips its design;
 - `siblings after design`: the same, but each search first measures its own space-filling design.
-- `near siblings`: as `siblings`, from the problems within NEAR of log weight only (at most twice or half the
-  sequence length, the same head dim, mask and dtype): a config measured only by far problems otherwise enters at
-  its relative speed there.
+- `near siblings`: as `siblings`, from the problems within NEAR of log weight only (warm.group_log_weight: one of
+  head dim, mask or dtype differing at the same lengths, or twice or half both lengths; on the Llama set, the same
+  length): a config measured only by far problems otherwise enters at its relative speed there.
 
 Per problem key: median / worst evaluations (rounds) to 98% of the key's best over the seeds, and the seeds within
 2% by the budget; then the geometric mean of the medians and the keys where every seed got within 2%.
@@ -31,7 +31,6 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from benchmarks.search_table import landscapes
 from raytune_attn.problem import Problem
@@ -41,56 +40,55 @@ from raytune_attn.tune.search.replay import check_noise, noise_factors
 from raytune_attn.tune.search.warm import group_log_weight
 
 MODES = ("alone", "siblings", "siblings after design", "near siblings")
-NEAR = -16.0  # `near siblings`: only the problems whose log weight (warm.group_log_weight) is at least this
+NEAR = -16.0  # `near siblings`: the problems whose log weight (warm.group_log_weight) is at least this
+
+
+class _KeepDesign(GPSearcher):
+    """`siblings after design`: the other problems' results never replace the search's own design."""
+
+    def _skip_design_if_known(self) -> None:
+        pass
 
 
 def lockstep(path: Path, mode: str, seed: int, budget: int, noise: float) -> dict[str, int]:
     """Problem key -> evaluations to 98% of its best (budget + 1: not reached) in one lockstep run."""
+    from raytune_attn.tune.sweep.searcher import related_row
+
     keys = [k for _, k in landscapes([path], 0)]
     df = read_table(path)
     lands = {k: load_landscape(df[df["problem_key"].astype(str) == k]) for k in keys}
-    searchers = {k: GPSearcher(land.space, seed=seed, priors=False, problem=land.problem or None)
+    cls = _KeepDesign if mode == "siblings after design" else GPSearcher
+    searchers = {k: cls(land.space, seed=seed, priors=False, problem=land.problem or None)
                  for k, land in lands.items()}  # fmt: skip
     factors = {k: noise_factors(land, noise, seed) if noise else None for k, land in lands.items()}
-    near = {k: {j for j in keys if j != k and group_log_weight(_fields(j), _fields(k)) >= NEAR} for k in keys}
-    rows: list[dict] = []
+    if mode == "near siblings":
+        among = {k: {j for j in keys if j != k and group_log_weight(_fields(j), _fields(k)) >= NEAR} for k in keys}
+    else:
+        among = {k: set(keys) - {k} for k in keys}
     reached = dict.fromkeys(keys, budget + 1)
+    built: dict[str, set] = {k: set() for k in keys}  # configs each search compiled: a second build is a cache load
     for r in range(budget):
-        if mode != "alone" and rows:
-            share(searchers, pd.DataFrame(rows), keep_design=mode == "siblings after design",
-                  among=near if mode == "near siblings" else None)  # fmt: skip
+        rows = []  # this round's results, as a sweep that shares them sends them on (--share-results)
         for k, s in searchers.items():
             land, tid = lands[k], f"t{r:04d}"
             cfg = s.suggest(tid)
             if cfg is None or cfg == s.FINISHED:
                 continue
-            v = land.value(cfg)
+            v, ck = land.value(cfg), land.space.key(cfg)
+            secs = 0.0 if ck in built[k] else land.compile_seconds(cfg)  # as replay.run_searcher tells them
+            built[k].add(ck)
             if np.isfinite(v):
-                value = v * factors[k][land.space.key(cfg)] if factors[k] else v
-                s.on_trial_complete(tid, {land.objective: value, "status": "ok", "config": cfg})
-                rows.append({"problem_key": k, **cfg, land.objective: value, "status": "ok"})
+                result = {land.objective: v * factors[k][ck] if factors[k] else v, "status": "ok"}
                 if v >= 0.98 * land.best and reached[k] > budget:
                     reached[k] = r + 1
             else:
-                s.on_trial_complete(tid, {"status": "invalid", "config": cfg})
-                rows.append({"problem_key": k, **cfg, land.objective: math.nan, "status": "invalid"})
+                result = {"status": "invalid"}
+            s.on_trial_complete(tid, {**result, "compile_s": secs, "config": cfg})
+            rows.append(related_row(k, cfg, result, land.objective))
+        if mode != "alone":
+            for k, s in searchers.items():
+                s.add_related([row for row in rows if row["problem_key"] in among[k]])
     return reached
-
-
-def share(searchers: dict[str, GPSearcher], told: pd.DataFrame, *, keep_design: bool = False,
-          among: dict[str, set[str]] | None = None) -> None:
-    """Each search's warm start replaced by the other searches' results in `told` (a table with `problem_key`),
-    or by those of the problems `among[key]` only; `keep_design`: a search keeps the rest of its own design."""
-    for k, s in searchers.items():
-        design = list(s._design)
-        s._warm = []
-        others = told[told["problem_key"] != k]
-        if among is not None:
-            others = others[others["problem_key"].isin(among[k])]
-        if (others["status"] == "ok").any():
-            s.add_warm_start(others)
-        if keep_design:
-            s._design = design
 
 
 def _fields(key: str) -> dict:

@@ -84,6 +84,7 @@ def test_unknown_flag_is_one_line_exit_2(path, capsys):
     (["tune", "--searcher", "bayes"], ["--searcher", "bayes"]),
     (["tune", "--tracking-uri", "sqlite:/x.db"], ["sqlite:/x.db"]),
     (["tune", "--no-priors", "--searcher", "random"], ["--no-priors", "random"]),
+    (["tune", "--share-results", "--searcher", "tpe"], ["--share-results", "tpe"]),
     (["replay", "--landscape", "x.parquet", "--warm-as", "both"], ["--warm-as", "both"]),
     (["doctor", "--timeout", "soon"], ["--timeout"]),
     (["doctor", "--timeout", "0"], ["--timeout"]),

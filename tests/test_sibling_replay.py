@@ -1,15 +1,15 @@
-"""benchmarks/sibling_replay: lockstep searches alone match independent replays; sharing is a warm start."""
+"""benchmarks/sibling_replay: lockstep searches alone match independent replays; sharing gives each search the other
+problems' results as a sweep with --share-results does."""
 
 from pathlib import Path
 
-import numpy as np
-import pandas as pd
 import pytest
 
-from benchmarks.sibling_replay import lockstep, main, share
+from benchmarks.sibling_replay import lockstep, main
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import load_landscape, read_table
 from raytune_attn.tune.search.replay import noise_factors, run_searcher
+from raytune_attn.tune.search.warm import group_log_weight
 
 TABLE = Path("tests/data/heldout/h200_short_full.parquet")
 
@@ -20,7 +20,7 @@ def _lands():
 
 
 def test_searches_alone_in_lockstep_are_independent_replays():
-    budget, seed, noise = 12, 3, 0.02
+    budget, seed, noise = 30, 3, 0.02  # long enough for cost-aware global steps (the compile seconds told)
     got = lockstep(TABLE, "alone", seed, budget, noise)
     for key, land in _lands().items():
         s = GPSearcher(land.space, seed=seed, priors=False, problem=land.problem or None)
@@ -28,41 +28,44 @@ def test_searches_alone_in_lockstep_are_independent_replays():
         assert got[key] == run.evals_to(0.98 * land.best, budget), key
 
 
-def test_sharing_gives_each_search_the_others_results_as_its_warm_start():
+def test_sharing_gives_each_search_the_other_problems_results_of_every_round(monkeypatch):
+    """`siblings`: after each round every search holds the other problems' results so far, as a sweep with
+    --share-results sends them; `near siblings` only those of the problems of its kernel at most twice or half its
+    length; `siblings after design` keeps each search's design."""
+    import benchmarks.sibling_replay as sr
+
+    budget, seed = 8, 0
     lands = _lands()
-    keys = list(lands)
-    rng = np.random.default_rng(0)
-    rows = []
-    for k, land in lands.items():  # 8 measured configs of each problem, one of them failed
-        recorded = list(land.values)
-        for n, i in enumerate(rng.permutation(len(recorded))[:8]):
-            cfg = land.space.to_config(recorded[i])
-            rows.append({"problem_key": k, **cfg, "tflops": np.nan if n == 0 else 10.0 + n,
-                         "status": "invalid" if n == 0 else "ok"})  # fmt: skip
-    told = pd.DataFrame(rows)
 
-    def fresh():
-        return {k: GPSearcher(land.space, seed=0, priors=False, problem=land.problem or None)
-                for k, land in lands.items()}  # fmt: skip
+    def canon(rows):
+        return sorted((tuple(sorted(r.items())) for r in rows), key=repr)
 
-    def warm(s):
-        return [(key, v) for _, key, v in s._warm]
+    made: list[GPSearcher] = []
 
-    def want(k, table):
-        land = lands[k]
-        return warm(GPSearcher(land.space, seed=0, priors=False, problem=land.problem or None, warm_start=table))
+    class Spy(GPSearcher):
+        def __init__(self, space, **kw):
+            super().__init__(space, **kw)
+            made.append(self)
 
-    searchers = fresh()
-    share(searchers, told)
-    for k, s in searchers.items():
-        assert warm(s) == want(k, told[told["problem_key"] != k])
-        assert sum(v is not None for _, _, v in s._warm) >= 6 and s.design_configs() == []  # the design skipped
-    kept = fresh()
-    designs = {k: s.design_configs() for k, s in kept.items()}
-    share(kept, told, keep_design=True, among={k: {keys[0]} - {k} for k in keys})
-    for k, s in kept.items():
-        assert s.design_configs() == designs[k]
-        assert warm(s) == ([] if k == keys[0] else want(k, told[told["problem_key"] == keys[0]]))
+    for mode in ("siblings", "near siblings", "siblings after design"):
+        made.clear()
+
+        monkeypatch.setattr(sr, "GPSearcher", Spy)
+        monkeypatch.setattr(sr, "_KeepDesign", type("KeepSpy", (Spy,), {"_skip_design_if_known": lambda self: None}))
+        lockstep(TABLE, mode, seed, budget, 0.0)
+        searches = dict(zip(lands, made, strict=True))
+        told = [{"problem_key": k, **cfg, "status": "ok" if v is not None else "invalid", "tflops": v}
+                for k, s in searches.items() for cfg, v in s.observations]  # fmt: skip
+        for k, s in searches.items():
+            among = {j for j in lands if j != k}
+            if mode == "near siblings":  # here: the other head dim at the same length, the same at 2x or 1/2
+                among = {j for j in among if group_log_weight(sr._fields(j), sr._fields(k)) >= sr.NEAR}
+                assert len(among) == 2
+            assert canon(s._related) == canon([r for r in told if r["problem_key"] in among])
+            if mode == "siblings after design":
+                own = GPSearcher(lands[k].space, seed=seed, priors=False, problem=lands[k].problem or None)
+                first = own.design_configs()[:budget]
+                assert [c for c, _ in s.observations[: len(first)]] == first
 
 
 def test_cli_refuses_a_missing_table(tmp_path, capsys):

@@ -127,6 +127,47 @@ def test_a_deferred_trial_goes_to_the_search_asked_longest_ago():
     assert g["search"] == "CPU/1" and g["deferred"] == {"host": "search-host-1", "inner": "CPU/1#1"}
 
 
+def test_shared_results_reach_the_other_searches_of_the_same_gpu_type_only():
+    """--share-results: each finished trial goes, as a row, to the GP of every other search of its accelerator type
+    (not to its own, nor to another type's); a resume tells each search the others' earlier rows the same way."""
+    from raytune_attn.problem import Problem
+    from raytune_attn.tune.sweep.resume import relate_done
+    from raytune_attn.tune.sweep.searcher import related_row, search_key
+
+    space = load_space("cpu/interpreter")
+    k1, k2 = Problem(**P1).key, Problem(**P2).key
+    specs = [("CPU", P1, k1), ("CPU", P2, k2), ("GPU", P1, k1)]
+
+    def searches():
+        return [Search(search_key(a, k), a, p, make_searcher("gp", space, seed=i, priors=False), budget=4,
+                       max_concurrent=2) for i, (a, p, k) in enumerate(specs)]  # fmt: skip
+
+    for share in (True, False):
+        s = SweepSearcher(searches(), {"namespace": "ns"}, share_results=share)
+        got = [s.suggest(f"t{i}") for i in range(3)]
+        assert [g["search"] for g in got] == [search_key(a, k) for a, _, k in specs]
+        s.on_trial_complete("t0", {"status": "ok", "tflops": 3.0, "config": got[0]})
+        s.on_trial_complete("t1", {"status": "invalid", "config": got[1]})
+        related = {key: x.searcher._related for key, x in s.searches.items()}
+        if not share:
+            assert all(r == [] for r in related.values())
+            continue
+        ok = {"problem_key": k1, **got[0]["config"], "status": "ok", "tflops": 3.0}
+        assert related[search_key("CPU", k2)] == [ok]
+        assert related[search_key("CPU", k1)] == [{"problem_key": k2, **got[1]["config"], "status": "invalid",
+                                                  "tflops": None}]  # fmt: skip
+        assert related[search_key("GPU", k1)] == []
+    assert related_row(k1, {"BLOCK_M": 16}, {"status": "stopped", "tflops": 2.0}) == {
+        "problem_key": k1, "BLOCK_M": 16, "status": "ok", "tflops": 2.0}  # stopped early: its last rung's value
+    fresh = searches()
+    cfg = dict(fresh[0].searcher.candidates[0])
+    done = {fresh[0].key: [{"problem_key": k1, "accelerator_type": "CPU", **cfg, "status": "stopped", "tflops": "5.0",
+                            "trial_id": "a"}]}  # fmt: skip
+    relate_done(fresh, done)
+    assert fresh[1].searcher._related == [{"problem_key": k1, **cfg, "status": "ok", "tflops": 5.0}]
+    assert fresh[0].searcher._related == [] and fresh[2].searcher._related == []
+
+
 def test_per_search_scheduler_is_per_search():
     sch = PerSearchScheduler(max_t=3)
 
@@ -439,6 +480,38 @@ def test_pre_started_search_hosts_serve_the_searches_in_order():
         want = {k: [x.searcher.suggest(f"l{i}") for i in range(2)] for k, x in local.searches.items()}
         assert got == want
         assert [x.host.actor for x in s.searches.values()] == [a for a, _ in hosts]
+    finally:
+        ray.shutdown()
+
+
+@pytest.mark.slow
+def test_shared_results_reach_the_other_search_actors():
+    """--share-results with the searches in their actors (the driver's case): a finished trial's row reaches the
+    other search's GP in its actor, and not its own."""
+    import time
+
+    import ray
+
+    from raytune_attn.problem import Problem
+    from raytune_attn.tune.sweep.searcher import search_key
+
+    space = load_space("cpu/interpreter")
+    searches = [Search(search_key("CPU", Problem(**p).key), "CPU", p, make_searcher("gp", space, seed=i, priors=False),
+                       budget=4, max_concurrent=2) for i, p in enumerate((P1, P2))]  # fmt: skip
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        s = SweepSearcher(searches, {"namespace": "ns"}, remote=True, share_results=True)
+        s.start()
+        assert s.wait_ready(timeout_s=60) == 0
+        g, deadline = None, time.time() + 60
+        while not (g and g.get("config")) and time.time() < deadline:
+            g = s.suggest("t0")
+            time.sleep(0.05)
+        s.on_trial_complete("t0", {"status": "ok", "tflops": 3.0, "config": g})
+        related = {k: ray.get(x.host.actor.get_state.remote())["related"] for k, x in s.searches.items()}
+        problem_key = g["search"].split("/", 1)[1]
+        assert related == {k: [] if k == g["search"] else [{"problem_key": problem_key, **g["config"], "status": "ok",
+                                                            "tflops": 3.0}] for k in s.searches}  # fmt: skip
     finally:
         ray.shutdown()
 

@@ -169,6 +169,39 @@ def test_a_table_given_to_the_gp_directly_weighs_its_groups_by_the_searchs_probl
     assert lead == {64: 64, None: 128}  # weighed, the search's own shape's best leads; alike, the other's
 
 
+def test_the_other_problems_results_join_the_warm_start_at_the_next_pick():
+    """add_related: rows of the sweep's other problems are read as a warm-start table of them would be, beside the
+    warm start itself, once the next pick comes; with as many successes as the design, the design is skipped."""
+    space = load_space("nvidia/sm90_study")
+    mine = "dense-b1-hq2-hkv2-sq64-sk64-d64-full-bfloat16"
+    near, far = mine.replace("b1-", "b8-"), mine.replace("sq64-sk64", "sq4096-sk4096")
+    configs = list(space.configs())
+    file = pd.DataFrame([{"problem_key": far, "status": "ok", "tflops": 10.0 + i, **c}
+                         for i, c in enumerate(configs[:3])])  # fmt: skip
+    rows = [{"problem_key": k, **c, "status": "ok" if i % 4 else "invalid", "tflops": 50.0 + i if i % 4 else None}
+            for k in (near, far) for i, c in enumerate(configs[10:20])]  # fmt: skip
+    problem = {"head_dim": 64, "seqlen_q": 64, "seqlen_k": 64}
+    s = make_searcher("gp", space, seed=0, priors=False, problem=problem, warm_start=file)
+    want_file = [(k, v) for _, k, v in s._warm]
+    design = s.design_configs()
+    s.add_related(rows[:3])  # rows come a few at a time
+    s.add_related(rows[3:])
+    assert s.design_configs() == design  # read at the next pick, not per row
+    s.suggest("t0")
+    want = make_searcher("gp", space, seed=0, priors=False, problem=problem, warm_start=pd.DataFrame(rows))
+    assert [(k, v) for _, k, v in s._warm] == want_file
+    assert [(k, v) for _, k, v in s._earlier()] == want_file + [(k, v) for _, k, v in want._warm]
+    assert s.design_configs() == []  # 3 + 7 successes known (a config measured by both problems counts once)
+    state = s.get_state()
+    t = make_searcher("gp", space, seed=0, priors=False, problem=problem, warm_start=file)
+    t.set_state(state)
+    assert t.suggest("t1") == s.suggest("t1")
+    only_failed = make_searcher("gp", space, seed=0, priors=False, problem=problem)
+    only_failed.add_related([r for r in rows if r["status"] != "ok"])
+    first = only_failed.design_configs()[0]
+    assert only_failed.suggest("t0") == first and only_failed._related_warm == []
+
+
 def test_unusable_tables_are_refused_naming_why(tmp_path):
     with pytest.raises(WarmStartError, match="no such file"):
         prior_scores(tmp_path / "nothing.parquet", ["BLOCK_M"])

@@ -133,6 +133,9 @@ def tune_cmd(
     warm_start: str = typer.Option(None, "--warm-start", help="Earlier results (a trials.parquet, a sweep directory "
                                    "or a landscape: other shapes, another GPU) as a prior: the GP's model takes "
                                    "them, other searchers start from their best configs."),
+    share_results: bool = typer.Option(False, "--share-results", help="Each search's GP also models the other "
+                                       "problems' results of this sweep on its GPU type as they come, weighted by "
+                                       "their likeness (as --warm-start's)."),
 ):
     """Tune the flash-attention kernel with Ray Tune: one search per (accelerator type, problem), trials on
     long-lived GPU actors, early stopping over timing rungs. Without --address it starts a local Ray cluster.

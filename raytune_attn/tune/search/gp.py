@@ -29,7 +29,8 @@ What makes it work on kernel-config landscapes (few configs near the best, a lon
   best) enter as extra observations, shifted by the median difference to this sweep's measurements on the configs
   both measured (before any, by the difference of the bests); a config's own measurement replaces its warm value.
   With `n_initial` or more warm successes the initial design is skipped; until a config of this search succeeds,
-  the picks are the earlier results' configs, best first (then the model's best guesses).
+  the picks are the earlier results' configs, best first (then the model's best guesses). The other problems'
+  results of the same sweep (`add_related`, `tune --share-results`) join them the same way as they come.
 
 docs/search.md has the measurements behind each choice.
 """
@@ -39,7 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,13 +56,14 @@ from raytune_attn.tune.search._model import Model, Negated
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.encoding import Encoding
 from raytune_attn.tune.search.landscape import Landscape
-from raytune_attn.tune.search.warm import in_space, prior_scores
+from raytune_attn.tune.search.warm import WarmStartError, in_space, prior_scores
 
 _XI = 0.01  # EI's exploration margin, in units of the observed scores' standard deviation
 _FAIL_MARGIN = 0.1  # a failure scores this fraction of the observed range below the worst success
 _FLOOR_RATIO = 0.1  # scores below this fraction of the best are clipped to it
 _BENCH_S = 0.2  # a trial's seconds besides its compile, for EI per second
 _blas_limits = ThreadpoolController().limit  # created once: it looks up the loaded BLAS libraries
+_Earlier = tuple[np.ndarray, tuple | None, float | None]  # an earlier result: (GP inputs, candidate key or None, score)
 RUNNER_UPS = 3  # likely_next: configs after the pick a sweep compiles ahead (speculative builds cost only idle cores)
 
 
@@ -99,7 +101,10 @@ class GPSearcher(DiscreteSearcher):
         else:  # no file says which knobs act together: the local steps try every pair
             multi = [k for k, p in enumerate(self.space.params) if len(p.values) > 1]
             self._pairs = [(a, b) for j, a in enumerate(multi) for b in multi[j + 1:]]
-        self._warm: list[tuple[np.ndarray, tuple | None, float | None]] = []  # (x, candidate key or None, score)
+        self._warm: list[_Earlier] = []  # the warm start's observations
+        self._related: list[dict] = []  # the sweep's other problems' results so far (add_related)
+        self._related_warm: list[_Earlier] = []  # those results read as observations
+        self._related_stale = False  # rows came since _related_warm was read
         self.timings: list[tuple[int, float]] = []  # (observations told, seconds) per model-based suggestion
         self._reset()
         if warm_start is not None:
@@ -159,20 +164,48 @@ class GPSearcher(DiscreteSearcher):
         this search's `problem`), a Landscape (its values as they are), or an
         iterable of (config, value) pairs with value None for a failed config.
         """
-        pairs = list(self._warm_pairs(source, objective or self.metric, params))
-        added = 0
+        added = self._as_warm(self._warm_pairs(source, objective or self.metric, params))
+        self._warm += added
+        self._skip_design_if_known()
+        return len(added)
+
+    def add_related(self, rows: Iterable[Mapping[str, Any]]) -> None:
+        """Results of the other problems of this sweep, as they come: rows as a results table holds them
+        (`problem_key`, the knobs, the objective, `status`). The model takes them beside the warm start, read as
+        a warm-start table is (each problem scaled by its best so far, weighted by its likeness to this search's
+        problem), from the next model-based pick on (the table is read again then, not on every row)."""
+        self._related.extend(dict(r) for r in rows)
+        self._related_stale = True
+
+    def _read_related(self) -> None:
+        self._related_stale = False
+        try:
+            pairs = self._warm_pairs(pd.DataFrame(self._related), self.metric, None)
+            self._related_warm = self._as_warm(pairs)
+        except WarmStartError:  # no successful row yet
+            self._related_warm = []
+        self._skip_design_if_known()
+
+    def _as_warm(self, pairs: Iterable[tuple[dict, float | None]]) -> list[_Earlier]:
+        """(GP inputs, candidate key, score) of each (config, value) of this space."""
+        out = []
         for cfg, value in pairs:
             try:
                 x = self._model_inputs([cfg])[0]
             except (KeyError, ValueError):
                 continue  # a knob value outside this space
-            if not self.space.contains(cfg):
-                continue
-            self._warm.append((x, self._key_or_none(cfg), self._score(value)))
-            added += 1
-        if sum(s is not None for _, _, s in self._warm) >= self.n_initial:
+            if self.space.contains(cfg):
+                out.append((x, self._key_or_none(cfg), self._score(value)))
+        return out
+
+    def _earlier(self) -> list[_Earlier]:
+        """The warm start's observations and the related problems'."""
+        return self._warm + self._related_warm
+
+    def _skip_design_if_known(self) -> None:
+        """Earlier results with as many successes as the design has configs replace it."""
+        if sum(s is not None for _, _, s in self._earlier()) >= self.n_initial:
             self._design = []
-        return added
 
     def _warm_pairs(self, source: Any, objective: str, params) -> Iterable[tuple[dict, float | None]]:
         if isinstance(source, Landscape):
@@ -220,14 +253,15 @@ class GPSearcher(DiscreteSearcher):
             real = [(i, s) for i, s in real if s is not None]
         succ = np.array([s for _, s in real if s is not None])
         offset = 0.0
-        overlap = [self._scores[self._index[k]] - s for _, k, s in self._warm
+        earlier = self._earlier()
+        overlap = [self._scores[self._index[k]] - s for _, k, s in earlier
                    if k in self._index and s is not None and self._scores.get(self._index[k]) is not None]  # fmt: skip
-        warm_succ = [s for _, _, s in self._warm if s is not None]
+        warm_succ = [s for _, _, s in earlier if s is not None]
         if overlap:
             offset = float(np.median(overlap))
         elif warm_succ and succ.size:  # no config measured in both yet: their bests are taken to match
             offset = float(succ.max()) - max(warm_succ)
-        warm = [(x, s + offset if s is not None else None) for x, k, s in self._warm
+        warm = [(x, s + offset if s is not None else None) for x, k, s in earlier
                 if k not in self._index or self._index[k] not in self._scores]  # fmt: skip
         all_succ = np.concatenate([succ, [s for _, s in warm if s is not None]])
         if all_succ.size:
@@ -265,6 +299,8 @@ class GPSearcher(DiscreteSearcher):
             return self._pick_one(available)
 
     def _pick_one(self, available: np.ndarray) -> int:
+        if self._related_stale:
+            self._read_related()
         while self._design and self._taken[self._design[0]]:
             self._design.pop(0)
         if self._design:
@@ -277,7 +313,7 @@ class GPSearcher(DiscreteSearcher):
             return int(available[np.random.default_rng(self.seed + len(self._obs)).integers(len(available))])
         gp = self._fit(X, y, n_fit)
         available = self._likely_feasible(available)
-        if self._warm and not any(v is not None for v in self._scores.values()):
+        if self._earlier() and not any(v is not None for v in self._scores.values()):
             order = self._warm_order(gp, available)
             self._runner_ups = [int(available[k]) for k in order[1:1 + RUNNER_UPS]]
             self.timings.append((len(self._obs), time.perf_counter() - t0))
@@ -303,7 +339,7 @@ class GPSearcher(DiscreteSearcher):
         """Positions in `available` in the order to try them while nothing of this search has succeeded yet: the
         configs earlier results scored, best first, then the rest by the model's mean. An earlier best is what was
         measured; the model's mean, fitted to hundreds of earlier points with a noise term, can peak beside it."""
-        earlier = {self._index[k]: s for _, k, s in self._warm if k in self._index and s is not None}
+        earlier = {self._index[k]: s for _, k, s in self._earlier() if k in self._index and s is not None}
         known = np.array([earlier.get(int(i), -math.inf) for i in available])
         return np.lexsort((-gp.predict(self._F[available]), -known))  # the last key sorts first
 
@@ -418,6 +454,7 @@ class GPSearcher(DiscreteSearcher):
         state.update(theta=None if m.theta is None else m.theta.tolist(), refit_at=m.refit_at, n_refits=m.n_refits,
                      design=list(self._design), warm=[(x.tolist(), k, s) for x, k, s in self._warm])  # fmt: skip
         state["compile"] = [(self.space.key(self.candidates[i]), s) for i, s in self._compile.items()]
+        state["related"] = [dict(r) for r in self._related]
         return state
 
     def set_state(self, state: dict) -> None:
@@ -427,3 +464,5 @@ class GPSearcher(DiscreteSearcher):
         m.refit_at, m.n_refits, self._design = state["refit_at"], state["n_refits"], list(state["design"])
         self._warm = [(np.asarray(x), None if k is None else tuple(k), s) for x, k, s in state["warm"]]
         self._compile = {self._index[tuple(k)]: s for k, s in state.get("compile", [])}
+        self._related = [dict(r) for r in state.get("related", [])]
+        self._related_warm, self._related_stale = [], bool(self._related)

@@ -69,6 +69,7 @@ class SweepConfig:
     cpu_actors: int = 1
     no_priors: bool = False
     warm_start: str | None = None
+    share_results: bool = False
 
     def __post_init__(self):
         object.__setattr__(self, "rungs_ms", tuple(float(r) for r in self.rungs_ms))
@@ -135,5 +136,8 @@ def _problems(c: SweepConfig):
         yield "--num-cpus sizes the local cluster this command starts: it does nothing with --address"
     if c.no_priors and c.searcher != "gp":
         yield f"--no-priors switches off the GP's space-file priors: it does nothing with --searcher {c.searcher}"
+    if c.share_results and c.searcher != "gp":
+        yield (f"--share-results gives the GP's model the other problems' results: it does nothing with --searcher "
+               f"{c.searcher}")
     if c.no_mlflow and c.tracking_uri:
         yield "--tracking-uri and --no-mlflow contradict each other: give one"

@@ -83,7 +83,7 @@ def _space_for(plan: Plan, info: dict, cpu_mode: bool, problem=None):
 
 def _searches_of(plan: Plan, cluster: Cluster, accel: str, info: dict) -> list:
     """One search per problem on this accelerator type, each with its share of the type's trials in flight."""
-    from raytune_attn.tune.sweep.resume import replay
+    from raytune_attn.tune.sweep.resume import relate_done, replay
     from raytune_attn.tune.sweep.searcher import Search, search_key
 
     problems = plan.problems_for(cluster.cpu_mode)
@@ -101,6 +101,8 @@ def _searches_of(plan: Plan, cluster: Cluster, accel: str, info: dict) -> list:
         replay(s, done)  # a resume: what its earlier drivers measured, each counted once (resume.py)
         out.append(Search(key, accel, p.to_dict(), s, budget=min(budget(plan, cluster.cpu_mode), len(s.candidates)),
                           max_concurrent=share, suggested=len(done), completed=len(done)))
+    if plan.config.share_results:
+        relate_done(out, plan.prior.done)  # a resume: what the other problems' searches measured before
     return out
 
 
@@ -162,7 +164,7 @@ def _start_searcher(plan: Plan, cluster: Cluster, searches: list):
 
     searcher = SweepSearcher(searches, _spec(plan), remote=True, hosts=cluster.hosts,
                              speculators=prefetch.speculators(searches, cluster.compilers, cluster.groups),
-                             ledger=plan.ledger, attempt=plan.prior.attempt)
+                             ledger=plan.ledger, attempt=plan.prior.attempt, share_results=plan.config.share_results)
     design, speculative = prefetch.submit(searches, cluster.compilers, cluster.groups)
     searcher.start()
     if design or speculative:

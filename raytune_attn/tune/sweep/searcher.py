@@ -76,6 +76,26 @@ class _Local:
     def cancel(self, inner_id: str) -> None:
         self.searcher.cancel(inner_id)
 
+    def relate(self, rows: list[dict]) -> None:
+        _relate(self.searcher, rows)
+
+
+def _relate(searcher, rows: list[dict]) -> None:
+    """Give a searcher the sweep's other problems' results (gp.GPSearcher.add_related); other searchers ignore them."""
+    add = getattr(searcher, "add_related", None)
+    if add is not None:
+        add(rows)
+
+
+def related_row(problem_key: str, config: dict, result: dict, metric: str = "tflops") -> dict:
+    """A finished trial of problem `problem_key` as a row for the other searches' `add_related`: its knobs, the
+    metric and the status its searcher was told (a failed trial's value is dropped; a trial stopped early is a
+    success at its last rung's value, as resume.replay tells it)."""
+    status = str(result.get("status", "ok"))
+    status = "ok" if status == "stopped" else status
+    return {"problem_key": problem_key, **config, "status": status,
+            metric: result.get(metric) if status == "ok" else None}
+
 
 class _Pending:
     def __init__(self, ref):
@@ -138,6 +158,9 @@ class _Remote:
     def cancel(self, inner_id: str) -> None:
         self.actor.cancel.remote(inner_id)
 
+    def relate(self, rows: list[dict]) -> None:
+        self.actor.relate.remote(rows)
+
 
 class SearchHost:
     """Holds one search's searcher in a Ray actor (see _Remote)."""
@@ -182,6 +205,13 @@ class SearchHost:
     def cancel(self, inner_id: str) -> None:
         self.searcher.cancel(inner_id)
 
+    def relate(self, rows: list[dict]) -> None:
+        _relate(self.searcher, rows)
+
+    def get_state(self) -> dict:
+        """The searcher's state (Searcher.get_state: what it was told), after the calls made before this one."""
+        return self.searcher.get_state()
+
     @ray.method(concurrency_group="take")
     def take(self, inner_id: str, timeout_s: float = 600.0):
         """The config suggested as `inner_id`, for the trial it was handed to deferred (see the module doc). The
@@ -199,12 +229,14 @@ class SearchHost:
 class SweepSearcher(Searcher):
     """`remote=True` (the driver) runs each search's searcher in its own actor and asks it one suggestion ahead;
     `remote=False` runs them in this process, each call at once. `ledger` (state.Ledger), when given, gets a line per
-    trial handed out, tagged with `attempt` (the driver's run of the sweep)."""
+    trial handed out, tagged with `attempt` (the driver's run of the sweep). `share_results`: each finished trial
+    also goes to the other searches of its accelerator type (`related_row`, gp.GPSearcher.add_related)."""
 
     def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max",
                  remote: bool = False, speculators: dict | None = None, hosts: list | None = None,
-                 ledger=None, attempt: int = 1):
+                 ledger=None, attempt: int = 1, share_results: bool = False):
         super().__init__(metric=metric, mode=mode)
+        self.share_results = share_results
         self.ledger, self.attempt = ledger, attempt
         self.hosts = list(hosts or [])  # pre-started SearchHost actors (start_hosts), the i-th for the i-th search
         self.speculators = dict(speculators or {})  # search key -> prefetch.Speculator (remote hosts only)
@@ -365,6 +397,12 @@ class SweepSearcher(Searcher):
             # The searcher knows the trial by its inner id; a deferred trial's config holds no knobs.
             inner["config"] = inner["config"].get("config") or self.config_of(trial_id) or {}
         self._host(s).tell(self.inner_id.pop(trial_id, trial_id), inner, error)
+        if self.share_results and isinstance(inner.get("config"), dict) and inner["config"]:
+            told = {**inner, "status": "error"} if error else inner
+            row = related_row(s.key[len(s.accel) + 1:], inner["config"], told, self.metric)
+            for other in self.searches.values():
+                if other.accel == s.accel and other.key != s.key:
+                    self._host(other).relate([row])
 
 
 class PerSearchScheduler(FIFOScheduler):
