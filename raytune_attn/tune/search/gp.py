@@ -203,7 +203,7 @@ class GPSearcher(DiscreteSearcher):
         return self._warm + self._related_warm
 
     def _skip_design_if_known(self) -> None:
-        """Earlier results with as many successes as the design has configs replace it."""
+        """Earlier results (warm start and related problems) with `n_initial` or more successes replace the design."""
         if sum(s is not None for _, _, s in self._earlier()) >= self.n_initial:
             self._design = []
 
