@@ -112,13 +112,13 @@ def relate_done(searches: list, done: dict[str, list[dict]]) -> None:
     """Tell each search the finished rows of the other searches of its accelerator type (`done`: search key -> rows,
     Resume.done), as a sweep that shares results told them while they ran (searcher.related_row)."""
     from raytune_attn.tune import results
-    from raytune_attn.tune.sweep.searcher import related_row
+    from raytune_attn.tune.sweep.searcher import related_row, tell_related
 
     for s in searches:
         rows = [related_row(str(r["problem_key"]), results.row_config(r), {**r, "tflops": _float(r.get("tflops"))})
                 for o in searches if o.accel == s.accel and o.key != s.key for r in done.get(o.key, [])]
-        if rows and hasattr(s.searcher, "add_related"):
-            s.searcher.add_related(rows)
+        if rows:
+            tell_related(s.searcher, rows)
 
 
 def _float(v):

@@ -77,10 +77,10 @@ class _Local:
         self.searcher.cancel(inner_id)
 
     def relate(self, rows: list[dict]) -> None:
-        _relate(self.searcher, rows)
+        tell_related(self.searcher, rows)
 
 
-def _relate(searcher, rows: list[dict]) -> None:
+def tell_related(searcher, rows: list[dict]) -> None:
     """Give a searcher the sweep's other problems' results (gp.GPSearcher.add_related); other searchers ignore them."""
     add = getattr(searcher, "add_related", None)
     if add is not None:
@@ -206,7 +206,7 @@ class SearchHost:
         self.searcher.cancel(inner_id)
 
     def relate(self, rows: list[dict]) -> None:
-        _relate(self.searcher, rows)
+        tell_related(self.searcher, rows)
 
     def get_state(self) -> dict:
         """The searcher's state (Searcher.get_state: what it was told), after the calls made before this one."""
