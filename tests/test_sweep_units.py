@@ -146,17 +146,28 @@ def test_shared_results_reach_the_other_searches_of_the_same_gpu_type_only():
         s = SweepSearcher(searches(), {"namespace": "ns"}, share_results=share)
         got = [s.suggest(f"t{i}") for i in range(3)]
         assert [g["search"] for g in got] == [search_key(a, k) for a, _, k in specs]
+        calls = {key: [] for key in s.searches}  # the batches each searcher is given
+        for key, x in s.searches.items():
+            add = x.searcher.add_related
+            x.searcher.add_related = lambda rows, add=add, got=calls[key]: (got.append(list(rows)), add(rows))
         s.on_trial_complete("t0", {"status": "ok", "tflops": 3.0, "config": got[0]})
+        got.append(s.suggest("t3"))  # CPU/k1 again: it has rows, but CPU/k2's result is not in yet
         s.on_trial_complete("t1", {"status": "invalid", "config": got[1]})
-        related = {key: x.searcher._related for key, x in s.searches.items()}
+        s.on_trial_complete("t3", {"status": "ok", "tflops": 4.0, "config": got[3]})
+        assert all(c == [] for c in calls.values())  # given at a search's next suggestion, not one call per trial
+        got += [s.suggest(f"t{i}") for i in (4, 5, 6)]
+        assert [g["search"] for g in got[3:]] == [search_key("CPU", k1), search_key("CPU", k2),
+                                                  search_key("GPU", k1), search_key("CPU", k1)]  # fmt: skip
         if not share:
-            assert all(r == [] for r in related.values())
+            assert all(c == [] for c in calls.values())
             continue
-        ok = {"problem_key": k1, **got[0]["config"], "status": "ok", "tflops": 3.0}
-        assert related[search_key("CPU", k2)] == [ok]
-        assert related[search_key("CPU", k1)] == [{"problem_key": k2, **got[1]["config"], "status": "invalid",
-                                                  "tflops": None}]  # fmt: skip
-        assert related[search_key("GPU", k1)] == []
+        ok = [{"problem_key": k1, **g["config"], "status": "ok", "tflops": v}
+              for g, v in ((got[0], 3.0), (got[3], 4.0))]
+        assert calls[search_key("CPU", k2)] == [ok]  # both rows in one call
+        assert calls[search_key("CPU", k1)] == [[{"problem_key": k2, **got[1]["config"], "status": "invalid",
+                                                  "tflops": None}]]  # fmt: skip
+        assert calls[search_key("GPU", k1)] == []
+        assert s.searches[search_key("CPU", k2)].searcher._related == ok
     assert related_row(k1, {"BLOCK_M": 16}, {"status": "stopped", "tflops": 2.0}) == {
         "problem_key": k1, "BLOCK_M": 16, "status": "ok", "tflops": 2.0}  # stopped early: its last rung's value
     fresh = searches()
@@ -508,6 +519,11 @@ def test_shared_results_reach_the_other_search_actors():
             g = s.suggest("t0")
             time.sleep(0.05)
         s.on_trial_complete("t0", {"status": "ok", "tflops": 3.0, "config": g})
+        g2, deadline = None, time.time() + 60
+        while not (g2 and g2.get("config")) and time.time() < deadline:
+            g2 = s.suggest("t1")  # the other search's: handed out, its next asked, with the row given first
+            time.sleep(0.05)
+        assert g2["search"] != g["search"]
         related = {k: ray.get(x.host.actor.get_state.remote())["related"] for k, x in s.searches.items()}
         problem_key = g["search"].split("/", 1)[1]
         assert related == {k: [] if k == g["search"] else [{"problem_key": problem_key, **g["config"], "status": "ok",

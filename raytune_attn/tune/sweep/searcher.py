@@ -51,6 +51,7 @@ class Search:
     host: Any = None  # where `searcher` runs: _Local (this process) or _Remote (a SearchHost actor)
     pending: tuple | None = None  # (inner id, _Ask) of a suggestion asked for and not yet handed out
     asked: int = 0
+    related: list = field(default_factory=list)  # other searches' rows (share_results) not yet given to `searcher`
 
 
 class _Ready:
@@ -230,7 +231,8 @@ class SweepSearcher(Searcher):
     """`remote=True` (the driver) runs each search's searcher in its own actor and asks it one suggestion ahead;
     `remote=False` runs them in this process, each call at once. `ledger` (state.Ledger), when given, gets a line per
     trial handed out, tagged with `attempt` (the driver's run of the sweep). `share_results`: each finished trial
-    also goes to the other searches of its accelerator type (`related_row`, gp.GPSearcher.add_related)."""
+    also goes to the other searches of its accelerator type (`related_row`, gp.GPSearcher.add_related), each search
+    getting the rows that came since its last suggestion right before its next."""
 
     def __init__(self, searches: list[Search], sweep_spec: dict, metric: str = "tflops", mode: str = "max",
                  remote: bool = False, speculators: dict | None = None, hosts: list | None = None,
@@ -288,6 +290,12 @@ class SweepSearcher(Searcher):
         return s.host
 
     def _ask(self, s: Search) -> None:
+        if s.related:
+            # What the other searches finished since the last ask, in one call: a row per trial and search would be
+            # n - 1 actor calls per trial. Calls reach the actor in order, so this suggestion sees them, as the GP
+            # reads related rows only when it picks.
+            self._host(s).relate(s.related)
+            s.related = []
         s.asked += 1
         inner = f"{s.key}#{s.asked}"
         s.pending = (inner, self._host(s).ask(inner))
@@ -402,7 +410,7 @@ class SweepSearcher(Searcher):
             row = related_row(s.key[len(s.accel) + 1:], inner["config"], told, self.metric)
             for other in self.searches.values():
                 if other.accel == s.accel and other.key != s.key:
-                    self._host(other).relate([row])
+                    other.related.append(row)  # given before its next suggestion (_ask)
 
 
 class PerSearchScheduler(FIFOScheduler):
