@@ -58,11 +58,12 @@ import pandas as pd
 from scipy.stats import norm, rankdata
 from sklearn.preprocessing import PowerTransformer
 
+from benchmarks.replay_args import add_replay_args, check_replay_args
 from benchmarks.search_table import DATA, landscapes
 from raytune_attn.tune.search._model import MAX_FIT_POINTS, Model, _bounded_lbfgs, fit_subset
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import _native, load_landscape, read_table
-from raytune_attn.tune.search.replay import check_noise, noise_factors, run_searcher
+from raytune_attn.tune.search.replay import noise_factors, run_searcher
 
 # The held-out landscapes the variants tables were measured on (those recorded up to 2026-11-27); later recordings
 # in tests/data/heldout are replayed by benchmarks.search_table (docs/search.md, "Held-out landscapes").
@@ -344,22 +345,12 @@ def _command(args) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--budget", type=int, default=50)
-    ap.add_argument("--jobs", type=int, default=1, help="Replays run at once (processes).")
-    ap.add_argument("--seed-start", type=int, default=0, help="The first seed (a held-out check: 10).")
-    ap.add_argument("--noise", type=float, default=0.0, help="Run-to-run spread told to the searchers (0.02: 2%%).")
+    add_replay_args(ap, budget=50)
     ap.add_argument("--variant", action="append", choices=list(VARIANTS), help="Only these columns (repeatable).")
-    ap.add_argument("--out", type=Path, help="Write the table (markdown) here.")
     ap.add_argument("--landscape", action="append", type=Path,
                     help="Replay every problem key of this recorded table instead of the default files (repeatable).")
     args = ap.parse_args(argv)
-    if args.seeds < 1 or args.budget < 1 or args.jobs < 1 or args.seed_start < 0:
-        ap.error("--seeds, --budget and --jobs must be at least 1, --seed-start at least 0")
-    try:
-        check_noise(args.noise)
-    except ValueError as e:
-        ap.error(str(e))
+    check_replay_args(ap, args)
     cols = args.variant or list(VARIANTS)
     files = {"developed on": sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet")),
              "held out": [DATA / "heldout" / f"{name}.parquet" for name in HELD_OUT]}  # fmt: skip

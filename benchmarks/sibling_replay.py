@@ -32,11 +32,12 @@ from pathlib import Path
 
 import numpy as np
 
+from benchmarks.replay_args import add_replay_args, check_replay_args
 from benchmarks.search_table import landscapes
 from raytune_attn.problem import Problem
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import load_landscape, read_table
-from raytune_attn.tune.search.replay import check_noise, noise_factors
+from raytune_attn.tune.search.replay import noise_factors
 from raytune_attn.tune.search.warm import group_log_weight
 
 MODES = ("alone", "siblings", "siblings after design", "near siblings")
@@ -102,21 +103,12 @@ def _lockstep(args):
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--landscape", type=Path, required=True, help="A recorded table of several problem keys.")
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--budget", type=int, default=30)
-    ap.add_argument("--noise", type=float, default=0.0, help="Run-to-run spread told to the searchers (0.02: 2%%).")
-    ap.add_argument("--jobs", type=int, default=1, help="Runs at once (processes).")
+    add_replay_args(ap, budget=30, seed_start=False)
     ap.add_argument("--mode", action="append", choices=MODES, help="Only these columns (repeatable).")
-    ap.add_argument("--out", type=Path, help="Write the table (markdown) here.")
     a = ap.parse_args(argv)
     if not a.landscape.is_file():
         ap.error(f"--landscape {a.landscape}: no such file")
-    if a.seeds < 1 or a.budget < 1 or a.jobs < 1:
-        ap.error("--seeds, --budget and --jobs must be at least 1")
-    try:
-        check_noise(a.noise)
-    except ValueError as e:
-        ap.error(str(e))
+    check_replay_args(ap, a)
     modes = a.mode or list(MODES)
     jobs = [(a.landscape, m, seed, a.budget, a.noise) for m in modes for seed in range(a.seeds)]
     with ProcessPoolExecutor(a.jobs) as pool:

@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from benchmarks.replay_args import add_replay_args, check_replay_args
 from benchmarks.search_table import DATA, WARM_PAIRS
 from benchmarks.search_variants import table
 from raytune_attn.tune.search.gp import GPSearcher
@@ -100,15 +101,10 @@ def _measure(args):
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=10)
-    ap.add_argument("--budget", type=int, default=50)
-    ap.add_argument("--seed-start", type=int, default=0, help="The first seed (a held-out check: 10).")
-    ap.add_argument("--jobs", type=int, default=1, help="Replays run at once (processes).")
+    add_replay_args(ap, budget=50, noise=False)
     ap.add_argument("--variant", action="append", choices=list(VARIANTS), help="Only these columns (repeatable).")
-    ap.add_argument("--out", type=Path, help="Write the table (markdown) here.")
     args = ap.parse_args(argv)
-    if args.seeds < 1 or args.budget < 1 or args.jobs < 1 or args.seed_start < 0:
-        ap.error("--seeds, --budget and --jobs must be at least 1, --seed-start at least 0")
+    check_replay_args(ap, args)
     cols = args.variant or list(VARIANTS)
     cells = [(t, k, s, v) for t, k, s in pairs() for v in cols]
     with ProcessPoolExecutor(args.jobs) as pool:
