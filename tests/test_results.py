@@ -241,3 +241,9 @@ def test_read_frame_reads_any_parquet_table_and_names_a_bad_file(tmp_path):
         results.read_frame(tmp_path / "missing.parquet")
     with pytest.raises(IsADirectoryError, match="is a directory"):
         results.read_frame(tmp_path)
+
+
+def test_a_trial_stopped_early_was_told_to_its_searcher_as_ok():
+    """told_status: what resume.replay and searcher.related_row tell a searcher for a row; only "stopped" changes."""
+    assert [results.told_status(s) for s in results.STATUSES] == ["ok", "invalid", "error", "ok"]
+    assert results.told_status(results.INTERRUPTED) == results.INTERRUPTED

@@ -438,6 +438,13 @@ def read_trials(path: str | os.PathLike, *, interrupted: bool = False):
 # ---------------------------------------------------------------------------------------------------- views
 
 
+def told_status(status: Any) -> str:
+    """The status a searcher was told for a row of `status`: a trial stopped early (ASHA) reported "ok" at its last
+    rung, and its searcher took that rung's value."""
+    status = str(status)
+    return "ok" if status == "stopped" else status
+
+
 def row_config(row: Mapping[str, Any]) -> dict[str, Any]:
     """The knob values of a row (nulls left out), as plain Python ints and bools."""
     out = {}

@@ -102,9 +102,8 @@ def replay(searcher, rows: list[dict]) -> None:
     from raytune_attn.tune import results
 
     for r in rows:
-        status = "ok" if r["status"] == "stopped" else str(r["status"])  # stopped early: its last rung's value
-        result = {"config": results.row_config(r), "status": status, "tflops": _float(r.get("tflops")),
-                  "compile_s": _float(r.get("compile_s"))}
+        result = {"config": results.row_config(r), "status": results.told_status(r["status"]),
+                  "tflops": _float(r.get("tflops")), "compile_s": _float(r.get("compile_s"))}
         searcher.on_trial_complete(f"replayed-{r['trial_id']}", result, error=False)
 
 

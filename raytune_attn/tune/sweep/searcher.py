@@ -29,6 +29,7 @@ from ray import cloudpickle
 from ray.tune.schedulers import AsyncHyperBandScheduler, FIFOScheduler, TrialScheduler
 from ray.tune.search import Searcher
 
+from raytune_attn.tune.results import told_status
 from raytune_attn.tune.sweep import process_cache
 
 
@@ -90,10 +91,8 @@ def tell_related(searcher, rows: list[dict]) -> None:
 
 def related_row(problem_key: str, config: dict, result: dict, metric: str = "tflops") -> dict:
     """A finished trial of problem `problem_key` as a row for the other searches' `add_related`: its knobs, the
-    metric and the status its searcher was told (a failed trial's value is dropped; a trial stopped early is a
-    success at its last rung's value, as resume.replay tells it)."""
-    status = str(result.get("status", "ok"))
-    status = "ok" if status == "stopped" else status
+    metric and the status its searcher was told (results.told_status; a failed trial's value is dropped)."""
+    status = told_status(result.get("status", "ok"))
     return {"problem_key": problem_key, **config, "status": status,
             metric: result.get(metric) if status == "ok" else None}
 
