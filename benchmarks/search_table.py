@@ -18,15 +18,14 @@ tests/data/heldout/, kept apart from the ones the searchers were developed on).
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
+from benchmarks.replay_table import geomean, runs_cell, summary_cell
 from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import replay
 
@@ -113,33 +112,24 @@ def warm_table(rows: list[tuple[str, str, dict]], seeds: int) -> str:
     cols = [c for c, *_ in WARM_VARIANTS]
     lines = ["| target | earlier results | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for target, source, res in rows:
-        lines.append(f"| {target} | {source} | " + " | ".join(f"{_cell(res[c])} ({res[c][2]}/{seeds})" for c in cols)
-                     + " |")  # fmt: skip
+        lines.append(f"| {target} | {source} | " + " | ".join(runs_cell(res[c], seeds) for c in cols) + " |")
     if rows:
-        geo = {c: math.exp(np.mean([math.log(r[c][0]) for _, _, r in rows])) for c in cols}
-        every = {c: sum(r[c][2] == seeds for _, _, r in rows) for c in cols}
         lines.append(f"| geometric mean, every seed within 2% on (of {len(rows)}) | | "
-                     + " | ".join(f"{geo[c]:.1f}, {every[c]}" for c in cols) + " |")  # fmt: skip
+                     + " | ".join(summary_cell([r[c] for _, _, r in rows], seeds) for c in cols) + " |")  # fmt: skip
     return "\n".join(lines)
-
-
-def _cell(m: list) -> str:
-    return f"{m[0]:g} / {m[1]}"
 
 
 def table(rows: list[tuple[str, float, dict]], seeds: int) -> str:
     cols = [c for c, _, _ in VARIANTS]
     lines = ["| landscape | noise | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for name, noise, res in rows:
-        cells = [f"{_cell(res[c])} ({res[c][2]}/{seeds})" for c in cols]
-        lines.append(f"| {name} | {noise:.0%} | " + " | ".join(cells) + " |")
+        lines.append(f"| {name} | {noise:.0%} | " + " | ".join(runs_cell(res[c], seeds) for c in cols) + " |")
     for noise in sorted({n for _, n, _ in rows}):
         sel = [r for _, n, r in rows if n == noise]
-        geo = {c: math.exp(np.mean([math.log(r[c][0]) for r in sel])) for c in cols}
-        every = {c: sum(r[c][2] == seeds for r in sel) for c in cols}
         lines.append(f"| geometric mean, every seed within 2% on (of {len(sel)}) | {noise:.0%} | "
-                     + " | ".join(f"{geo[c]:.1f}, {every[c]}" for c in cols) + " |")  # fmt: skip
-        lines.append(f"| gp no priors / tpe | {noise:.0%} | | {geo['gp no priors'] / geo['tpe']:.2f}x | | |")
+                     + " | ".join(summary_cell([r[c] for r in sel], seeds) for c in cols) + " |")  # fmt: skip
+        ratio = geomean([r["gp no priors"][0] for r in sel]) / geomean([r["tpe"][0] for r in sel])
+        lines.append(f"| gp no priors / tpe | {noise:.0%} | | {ratio:.2f}x | | |")
     return "\n".join(lines)
 
 

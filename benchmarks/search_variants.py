@@ -59,6 +59,7 @@ from scipy.stats import norm, rankdata
 from sklearn.preprocessing import PowerTransformer
 
 from benchmarks.replay_args import add_replay_args, check_replay_args
+from benchmarks.replay_table import runs_cell, summary_cell
 from benchmarks.search_table import DATA, landscapes
 from raytune_attn.tune.search._model import MAX_FIT_POINTS, Model, _bounded_lbfgs, fit_subset
 from raytune_attn.tune.search.gp import GPSearcher
@@ -325,12 +326,9 @@ def table(groups: dict[str, list[tuple[str, dict]]], seeds: int, cols: Sequence[
     lines = ["| group | landscape | " + " | ".join(cols) + " |", "|---|---|" + "---|" * len(cols)]
     for group, rows in groups.items():
         for name, res in rows:
-            lines.append(f"| {group} | {name} | "
-                         + " | ".join(f"{res[c][0]:g} / {res[c][1]} ({res[c][2]}/{seeds})" for c in cols) + " |")
-        geo = {c: math.exp(np.mean([math.log(r[c][0]) for _, r in rows])) for c in cols}
-        every = {c: sum(r[c][2] == seeds for _, r in rows) for c in cols}
+            lines.append(f"| {group} | {name} | " + " | ".join(runs_cell(res[c], seeds) for c in cols) + " |")
         lines.append(f"| {group} | geometric mean, every seed within 2% on (of {len(rows)}) | "
-                     + " | ".join(f"{geo[c]:.{digits}f}, {every[c]}" for c in cols) + " |")  # fmt: skip
+                     + " | ".join(summary_cell([r[c] for _, r in rows], seeds, digits) for c in cols) + " |")
     return "\n".join(lines)
 
 

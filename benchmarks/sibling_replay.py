@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import math
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 import numpy as np
 
 from benchmarks.replay_args import add_replay_args, check_replay_args
+from benchmarks.replay_table import runs_cell, summary_cell
 from benchmarks.search_table import landscapes
 from raytune_attn.problem import Problem
 from raytune_attn.tune.search.gp import GPSearcher
@@ -115,17 +115,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         results = dict(pool.map(_lockstep, jobs))
     keys = list(results[jobs[0]])
     lines = ["| problem | " + " | ".join(modes) + " |", "|---|" + "---|" * len(modes)]
-    summary = {}
+    per_mode = {m: [] for m in modes}
     for k in keys:
-        cells = []
         for m in modes:
             ev = [results[(a.landscape, m, s, a.budget, a.noise)][k] for s in range(a.seeds)]
-            cells.append(f"{np.median(ev):g} / {max(ev)} ({sum(e <= a.budget for e in ev)}/{a.seeds})")
-            summary.setdefault(m, []).append((float(np.median(ev)), all(e <= a.budget for e in ev)))
-        lines.append(f"| {k} | " + " | ".join(cells) + " |")
+            per_mode[m].append((float(np.median(ev)), max(ev), sum(e <= a.budget for e in ev)))
+        lines.append(f"| {k} | " + " | ".join(runs_cell(per_mode[m][-1], a.seeds) for m in modes) + " |")
     lines.append(f"| geometric mean, every seed within 2% on (of {len(keys)}) | "
-                 + " | ".join(f"{math.exp(np.mean([math.log(x) for x, _ in summary[m]])):.1f}, "
-                              f"{sum(e for _, e in summary[m])}" for m in modes) + " |")  # fmt: skip
+                 + " | ".join(summary_cell(per_mode[m], a.seeds) for m in modes) + " |")  # fmt: skip
     text = "\n".join(lines)
     print(text)
     if a.out:
