@@ -18,6 +18,7 @@ import torch
 from raytune_attn.kernels.paged_attn import paged_attn_fwd
 from raytune_attn.paged import check_paged
 from raytune_attn.paged_problem import PagedProblem
+from raytune_attn.tune.measure.sdpa_reference import sdpa_float32
 from raytune_attn.validation import check_paged as check_paged_config
 
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
@@ -141,9 +142,7 @@ def gathered(w: PagedWorkload) -> list[tuple[torch.Tensor, torch.Tensor, torch.T
 
 def paged_reference(w: PagedWorkload) -> torch.Tensor:
     """float32 attention over each sequence's gathered K/V (bottom-right causal), packed as q is."""
-    from raytune_attn.tune.measure.workload import _sdpa32
-
-    outs = [_sdpa32(q[None], k[None], v[None], True)[0].transpose(0, 1) for q, k, v in gathered(w)]
+    outs = [sdpa_float32(q[None], k[None], v[None], True)[0].transpose(0, 1) for q, k, v in gathered(w)]
     return torch.cat(outs, 0)
 
 

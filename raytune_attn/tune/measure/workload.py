@@ -18,6 +18,7 @@ from raytune_attn.kernels.flash_attn import flash_attn_fwd
 from raytune_attn.paged_problem import PagedProblem
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.paged_workload import PagedWorkload, make_paged_workload, paged_reference
+from raytune_attn.tune.measure.sdpa_reference import sdpa_float32
 
 _DTYPES = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32}
 
@@ -118,23 +119,9 @@ def reference(w: Workload) -> torch.Tensor:
         outs = []
         for a, b in itertools.pairwise(cu):
             q, k, v = (t[a:b].transpose(0, 1)[None] for t in (w.q, w.k, w.v))
-            outs.append(_sdpa32(q, k, v, w.problem.causal)[0].transpose(0, 1))
+            outs.append(sdpa_float32(q, k, v, w.problem.causal)[0].transpose(0, 1))
         return torch.cat(outs, 0)
-    return _sdpa32(w.q, w.k, w.v, w.problem.causal)
-
-
-def _sdpa32(q, k, v, causal):
-    q, k, v = (t.float() for t in (q, k, v))
-    sq, sk = q.shape[-2], k.shape[-2]
-    gqa = q.shape[1] != k.shape[1]
-    if not causal or sq == sk:
-        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal and sq > 0,
-                                                                enable_gqa=gqa)
-    i = torch.arange(sq, device=q.device)[:, None]
-    j = torch.arange(sk, device=q.device)[None, :]
-    mask = j <= i + (sk - sq)
-    out = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=gqa)
-    return torch.where(mask.any(-1)[:, None], out, 0.0)  # rows that see no key: 0, as the kernel defines
+    return sdpa_float32(w.q, w.k, w.v, w.problem.causal)
 
 
 def rel_err(out: torch.Tensor, ref: torch.Tensor) -> float:
