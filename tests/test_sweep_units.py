@@ -168,6 +168,10 @@ def test_shared_results_reach_the_other_searches_of_the_same_gpu_type_only():
                                                   "tflops": None}]]  # fmt: skip
         assert calls[search_key("GPU", k1)] == []
         assert s.searches[search_key("CPU", k2)].searcher._related == ok
+        spent = s.searches[search_key("CPU", k2)]
+        spent.budget = spent.suggested  # nothing more to suggest: no rows held that it would never read
+        s.on_trial_complete("t6", {"status": "ok", "tflops": 5.0, "config": got[6]})
+        assert spent.related == []
     assert related_row(k1, {"BLOCK_M": 16}, {"status": "stopped", "tflops": 2.0}) == {
         "problem_key": k1, "BLOCK_M": 16, "status": "ok", "tflops": 2.0}  # stopped early: its last rung's value
     fresh = searches()

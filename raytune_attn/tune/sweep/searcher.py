@@ -275,8 +275,12 @@ class SweepSearcher(Searcher):
     def total_budget(self) -> int:
         return sum(s.budget for s in self.searches.values())
 
+    def _spent(self, s: Search) -> bool:
+        """Nothing more to suggest: out of candidates or budget."""
+        return s.finished or s.suggested >= s.budget
+
     def _open(self, s: Search) -> bool:
-        return not s.finished and s.suggested < s.budget and len(s.live) < s.max_concurrent
+        return not self._spent(s) and len(s.live) < s.max_concurrent
 
     def _host(self, s: Search):
         if s.host is None:
@@ -316,7 +320,7 @@ class SweepSearcher(Searcher):
         return len(rest)
 
     def _done(self) -> bool:
-        return all(s.finished or s.suggested >= s.budget for s in self.searches.values())
+        return all(self._spent(s) for s in self.searches.values())
 
     def suggest(self, trial_id: str):
         if self._done():
@@ -408,7 +412,7 @@ class SweepSearcher(Searcher):
             told = {**inner, "status": "error"} if error else inner
             row = related_row(s.key[len(s.accel) + 1:], inner["config"], told, self.metric)
             for other in self.searches.values():
-                if other.accel == s.accel and other.key != s.key:
+                if other.accel == s.accel and other.key != s.key and not self._spent(other):
                     other.related.append(row)  # given before its next suggestion (_ask)
 
 
