@@ -186,8 +186,11 @@ def test_replay_gp_options_and_cold_compile_flags(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_replay_seed_start_and_module_cli(synthetic_path, tmp_path, capsys):
-    from raytune_attn.tune.search.replay import main as replay_main
+def test_replay_seed_start_and_its_cli(synthetic_path, tmp_path, capsys):
+    from raytune_attn.tune.cli import main as cli_main
+
+    def replay_main(argv):
+        return cli_main(["replay", *argv])
 
     land = load_landscape(synthetic_path)
     both = replay(land, ["random"], budget=20, seeds=4)

@@ -231,17 +231,3 @@ def replay_command(
     if json_out:
         Path(json_out).write_text(json.dumps(summary, indent=2) + "\n")
     return format_table(summary, land)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m raytune_attn.tune.search.replay ...`: `raytune-attn replay ...` (same flags, and bad input as one line
-    with exit status 2)."""
-    import sys
-
-    from raytune_attn.tune.cli import main as cli_main
-
-    return cli_main(["replay", *(sys.argv[1:] if argv is None else argv)])
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

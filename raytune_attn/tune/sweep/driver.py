@@ -102,12 +102,3 @@ def tune(config: SweepConfig) -> int:
         return EXIT_INTERRUPTED
     report(summary)
     return EXIT_INCOMPLETE if summary.get("incomplete") else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`raytune-attn tune ARGS` (also `python -m raytune_attn.tune.sweep ARGS`, `pipelines/sweep.py`)."""
-    import sys
-
-    from raytune_attn.tune.cli import main as cli_main
-
-    return cli_main(["tune", *(sys.argv[1:] if argv is None else argv)])
