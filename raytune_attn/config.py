@@ -110,19 +110,18 @@ def _plain_default(head_dim: int) -> dict[str, Any]:
 
 
 def validate_config(config: Mapping[str, Any], *, head_dim: int = 128, vendor: str = "cpu") -> dict[str, Any]:
-    """Return a complete config (defaults filled in) or raise InvalidConfig naming the bad knob: the knob values
-    and the rules among them. Whether a config can run a problem on a device (these rules, shared memory, tensor
-    descriptors, the backend) is `raytune_attn.validation`'s to say; it calls this.
+    """Return a complete config of the dense and varlen kernel (defaults filled in) or raise InvalidConfig naming
+    the bad knob: the knob values and the rules among them. Whether a config can run a problem on a device (these
+    rules, shared memory, tensor descriptors, the backend; the paged kernel's configs) is `raytune_attn.validation`'s
+    to say; it calls this.
 
     `vendor` is "nvidia", "amd" or "cpu" (the Triton interpreter); AMD-only knobs are refused on NVIDIA and
     NVIDIA-only ones (maxnreg) on AMD.
     """
     if not isinstance(config, Mapping):
         raise InvalidConfig(f"config must be a dict of knob values, got {type(config).__name__}")
-    if "NUM_SEGMENTS" in config:  # the paged kernel's config: its rules are decided in validation.check_paged
-        from raytune_attn.validation import check_paged
-
-        return check_paged(config, head_dim=head_dim, vendor=vendor)
+    if "NUM_SEGMENTS" in config:
+        raise InvalidConfig("NUM_SEGMENTS is the paged kernel's knob: validation.check judges a paged config")
     out = _typed(config, head_dim)
     _check_ranges(out)
     _check_vendor(config, vendor)

@@ -141,11 +141,13 @@ def test_bad_config_raises(config, match):
 
 
 def test_one_validation_judges_paged_configs_everywhere():
-    """A config setting NUM_SEGMENTS is the paged kernel's: check (artifact, runtime, search screens) and
-    validate_config (space files) apply its rules; the dense kernel's prepare refuses it."""
+    """A config setting NUM_SEGMENTS is the paged kernel's: check (artifact, runtime, search screens, space files)
+    applies its rules; the dense kernel's knob rules (validate_config) and prepare refuse it."""
     cfg = {"BLOCK_M": 32, "BLOCK_N": 64, "NUM_SEGMENTS": 8, "num_warps": 4, "num_stages": 2}
     assert validation.check(cfg, head_dim=128, arch="sm90", group=4) == check_paged(cfg, head_dim=128, group=4)
-    assert validate_config(cfg) == check_paged(cfg)
+    assert validation.check(cfg, vendor="amd") == check_paged(cfg)
+    with pytest.raises(InvalidConfig, match="NUM_SEGMENTS is the paged kernel's knob"):
+        validate_config(cfg)
     assert validation.Screen.for_problem("sm90", 128, "bfloat16", 64).reason(cfg).startswith("BLOCK_M=32")
     with pytest.raises(InvalidConfig, match="GQA group"):
         validation.check(cfg, head_dim=128, group=64)

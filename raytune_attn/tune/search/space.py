@@ -31,7 +31,8 @@ from typing import Any
 
 import yaml
 
-from raytune_attn.config import AMD_ONLY_KNOBS, KNOBS, InvalidConfig, validate_config
+from raytune_attn import validation
+from raytune_attn.config import AMD_ONLY_KNOBS, KNOBS, InvalidConfig
 from raytune_attn.tune.search._expr import Constraint, SpaceError, compile_constraint
 from raytune_attn.tune.search.priors import Priors, parse_priors
 
@@ -239,14 +240,15 @@ def parse_space(doc: Any, *, source: str = "<memory>") -> SearchSpace:
 
 
 def _check_values_usable(space: SearchSpace, configs: list[dict[str, Any]]) -> None:
-    """Every value of every parameter must appear in a config that `config.validate_config` (the one judge of knob
-    values and the rules among them) accepts for this space's vendor; SpaceError naming the first that does not.
+    """Every value of every parameter must appear in a config that `validation.check` (the one judge of knob values
+    and the rules among them, the paged kernel's too) accepts for this space's vendor; SpaceError naming the first
+    that does not.
     Configs are checked until every value is seen in a valid one: usually a few dozen."""
     missing = {(p.name, v): None for p in space.params for v in p.values}  # -> why a config with it was refused
     first_reason = None
     for cfg in configs:
         try:
-            validate_config(cfg, vendor=space.vendor)
+            validation.check(cfg, vendor=space.vendor)
         except InvalidConfig as e:
             first_reason = first_reason or str(e)
             for item in cfg.items():
