@@ -54,6 +54,11 @@ class Search:
     asked: int = 0
     related: list = field(default_factory=list)  # other searches' rows (share_results) not yet given to `searcher`
 
+    @property
+    def spent(self) -> bool:
+        """Nothing more to suggest: out of candidates or budget."""
+        return self.finished or self.suggested >= self.budget
+
 
 class _Ready:
     def __init__(self, value):
@@ -275,12 +280,8 @@ class SweepSearcher(Searcher):
     def total_budget(self) -> int:
         return sum(s.budget for s in self.searches.values())
 
-    def _spent(self, s: Search) -> bool:
-        """Nothing more to suggest: out of candidates or budget."""
-        return s.finished or s.suggested >= s.budget
-
     def _open(self, s: Search) -> bool:
-        return not self._spent(s) and len(s.live) < s.max_concurrent
+        return not s.spent and len(s.live) < s.max_concurrent
 
     def _host(self, s: Search):
         if s.host is None:
@@ -320,7 +321,7 @@ class SweepSearcher(Searcher):
         return len(rest)
 
     def _done(self) -> bool:
-        return all(self._spent(s) for s in self.searches.values())
+        return all(s.spent for s in self.searches.values())
 
     def suggest(self, trial_id: str):
         if self._done():
@@ -412,7 +413,7 @@ class SweepSearcher(Searcher):
             told = {**inner, "status": "error"} if error else inner
             row = related_row(s.key[len(s.accel) + 1:], inner["config"], told, self.metric)
             for other in self.searches.values():
-                if other.accel == s.accel and other.key != s.key and not self._spent(other):
+                if other.accel == s.accel and other.key != s.key and not other.spent:
                     other.related.append(row)  # given before its next suggestion (_ask)
 
 
