@@ -37,7 +37,7 @@ from benchmarks.search_table import landscapes
 from raytune_attn.problem import Problem
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import load_landscape, read_table
-from raytune_attn.tune.search.replay import noise_factors
+from raytune_attn.tune.search.replay import noise_factors, tell
 from raytune_attn.tune.search.warm import group_log_weight
 
 MODES = ("alone", "siblings", "siblings after design", "near siblings")
@@ -75,16 +75,9 @@ def lockstep(path: Path, mode: str, seed: int, budget: int, noise: float) -> dic
             cfg = s.suggest(tid)
             if cfg is None or cfg == s.FINISHED:
                 continue
-            v, ck = land.value(cfg), land.space.key(cfg)
-            secs = 0.0 if ck in built[k] else land.compile_seconds(cfg)  # as replay.run_searcher tells them
-            built[k].add(ck)
-            if np.isfinite(v):
-                result = {land.objective: v * factors[k][ck] if factors[k] else v, "status": "ok"}
-                if v >= 0.98 * land.best and reached[k] > budget:
-                    reached[k] = r + 1
-            else:
-                result = {"status": "invalid"}
-            s.on_trial_complete(tid, {**result, "compile_s": secs, "config": cfg})
+            v, result = tell(s, land, tid, cfg, built[k], factors[k])
+            if v >= 0.98 * land.best and reached[k] > budget:  # NaN (a failure) compares false
+                reached[k] = r + 1
             rows.append(related_row(k, cfg, result, land.objective))
         if mode != "alone":
             for k, s in searchers.items():

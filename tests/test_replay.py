@@ -284,6 +284,21 @@ def test_noise_is_seeded_told_to_the_searcher_and_judged_on_true_values():
         replay(land, ["grid"], noise=0.5)
 
 
+def test_tell_measures_once_and_a_second_build_is_a_cache_load():
+    from raytune_attn.tune.search import make_searcher
+    from raytune_attn.tune.search.replay import tell
+
+    df = pd.DataFrame({"BLOCK_M": [16, 32, 64], "tflops": [1.0, np.nan, 4.0], "compile_s": [2.0, 3.0, 5.0]})
+    land = load_landscape(df)
+    s, built = make_searcher("grid", land.space), set()
+    v, told = tell(s, land, "t0", {"BLOCK_M": 64}, built, {land.space.key({"BLOCK_M": 64}): 1.5})
+    assert v == 4.0 and told == {"tflops": 6.0, "status": "ok", "compile_s": 5.0, "config": {"BLOCK_M": 64}}
+    v, told = tell(s, land, "t1", {"BLOCK_M": 32}, built)
+    assert np.isnan(v) and told["status"] == "invalid" and told["compile_s"] == 3.0 and "tflops" not in told
+    assert s.observations == [({"BLOCK_M": 64}, 6.0), ({"BLOCK_M": 32}, None)]
+    assert tell(s, land, "t2", {"BLOCK_M": 64}, built)[1]["compile_s"] == 0.0
+
+
 @needs_optuna
 def test_replay_cli_tpe_and_noise(synthetic_path, tmp_path, capsys):
     out = tmp_path / "r.json"

@@ -69,6 +69,23 @@ def noise_factors(landscape: Landscape, noise: float, seed: int) -> dict[tuple, 
     return dict(zip(landscape.values, np.exp(noise * z).tolist(), strict=True))
 
 
+def tell(searcher: DiscreteSearcher, landscape: Landscape, tid: str, cfg: dict, built: set,
+         noise: Mapping[tuple, float] | None = None) -> tuple[float, dict]:
+    """Measure `cfg` on the landscape and tell the searcher, as a sweep's finished trial does: (its true value, NaN for
+    a failed config; the result told). A config already in `built` (which gains it) compiles in 0 s, a cache load;
+    `noise`: config key -> factor on the value told (noise_factors)."""
+    v, key = landscape.value(cfg), landscape.space.key(cfg)
+    secs = 0.0 if key in built else landscape.compile_seconds(cfg)
+    built.add(key)
+    if np.isfinite(v):
+        result = {landscape.objective: v * noise[key] if noise else v, "status": "ok"}
+    else:
+        result = {"status": "invalid"}
+    result |= {"compile_s": secs, "config": cfg}
+    searcher.on_trial_complete(tid, result)
+    return v, result
+
+
 def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, *, concurrency: int = 1,
                  noise: Mapping[tuple, float] | None = None) -> Run:
     """Drive one searcher for `budget` evaluations on the landscape; return the best-so-far trace (true values).
@@ -86,21 +103,37 @@ def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, 
         if not batch:
             break
         for tid, cfg in batch:
-            v, key = landscape.value(cfg), landscape.space.key(cfg)
-            secs = 0.0 if key in built else landscape.compile_seconds(cfg)  # a second build is a cache load
-            built.add(key)
+            v, result = tell(searcher, landscape, tid, cfg, built, noise)
             if np.isfinite(v):
-                told = v * noise[key] if noise else v
-                searcher.on_trial_complete(tid, {landscape.objective: told, "status": "ok", "compile_s": secs,
-                                                 "config": cfg})  # fmt: skip
                 best = max(best, v)
-            else:
-                searcher.on_trial_complete(tid, {"status": "invalid", "compile_s": secs, "config": cfg})
             trace.append(best if best > -math.inf else float("nan"))
             configs.append(cfg)
-            compile_s.append(secs)
+            compile_s.append(result["compile_s"])
         n += len(batch)
     return Run(trace, configs, compile_s)
+
+
+def run_seeds(landscape: Landscape, name: str, *, budget: int = 40, seeds: int = 10, seed_start: int = 0,
+         concurrency: int = 1, options: Mapping[str, Any] | None = None, noise: float = 0.0,
+         warm: Sequence[tuple[dict, float | None]] | None = None, warm_as: str = "model") -> list[Run]:
+    """One run of searcher `name` (with `options`) per seed, `seed_start` .. `seed_start + seeds - 1`; the other
+    arguments as in `replay`. Bad counts, spread or warm mode are refused before any run."""
+    if budget < 1 or seeds < 1:
+        raise ValueError("--budget and --seeds must be at least 1")
+    if seed_start < 0:
+        raise ValueError("--seed-start must be at least 0")
+    check_noise(noise)
+    check_warm_as(warm_as)
+    out = []
+    for seed in range(seed_start, seed_start + seeds):
+        opts = dict(options or {})
+        opts.setdefault("problem", landscape.problem or None)  # the GP's priors read it, as in a sweep
+        if warm:
+            opts.update(warm_options(name, warm, warm_as))
+        s = make_searcher(name, landscape.space, metric=landscape.objective, seed=seed, **opts)
+        factors = noise_factors(landscape, noise, seed) if noise else None
+        out.append(run_searcher(s, landscape, budget, concurrency=concurrency, noise=factors))
+    return out
 
 
 def replay(
@@ -121,24 +154,11 @@ def replay(
     those configs (warm.warm_options). Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...},
     "reached_98" (seeds that reached 98% of the best within the budget), "best_at_budget": {"median"},
     "compile_s_to_98": {"median", "max"}, "compile_s_total": {"median", "max"}}."""
-    if budget < 1 or seeds < 1:
-        raise ValueError("--budget and --seeds must be at least 1")
-    if seed_start < 0:
-        raise ValueError("--seed-start must be at least 0")
-    check_noise(noise)  # a bad --noise is refused before any run
-    check_warm_as(warm_as)
     best = landscape.best
     out = {}
     for name in searchers:
-        runs = []
-        for seed in range(seed_start, seed_start + seeds):
-            opts = dict((options or {}).get(name, {}))
-            opts.setdefault("problem", landscape.problem or None)  # the GP's priors read it, as in a sweep
-            if warm:
-                opts.update(warm_options(name, warm, warm_as))
-            s = make_searcher(name, landscape.space, metric=landscape.objective, seed=seed, **opts)
-            factors = noise_factors(landscape, noise, seed) if noise else None
-            runs.append(run_searcher(s, landscape, budget, concurrency=concurrency, noise=factors))
+        runs = run_seeds(landscape, name, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
+                         options=(options or {}).get(name), noise=noise, warm=warm, warm_as=warm_as)
         summary: dict[str, Any] = {}
         for p in THRESHOLDS:
             evals = [r.evals_to(p * best, budget) for r in runs]
