@@ -1,5 +1,5 @@
-"""The command-line options the replay benchmarks share (search_variants, warm_variants, sibling_replay): seeds,
-budget, processes, first seed, run-to-run spread and the output file, checked before any replay starts."""
+"""The command-line options the replay benchmarks share (search_variants, warm_variants, sibling_replay, miss_rate):
+seeds, budget, processes, first seed, run-to-run spread and the output file, checked before any replay starts."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from pathlib import Path
 from raytune_attn.tune.search.replay import check_noise
 
 
-def add_replay_args(ap: argparse.ArgumentParser, *, budget: int, seed_start: bool = True, noise: bool = True) -> None:
+def add_replay_args(ap: argparse.ArgumentParser, *, budget: int, seed_start: bool = True, noise: bool = True,
+                    out_help: str = "Write the table (markdown) here.") -> None:
     """--seeds, --budget (default `budget`), --jobs, --out, and --seed-start / --noise where the script takes them."""
     ap.add_argument("--seeds", type=int, default=10, help="Seeds per landscape and column (a count).")
     ap.add_argument("--budget", type=int, default=budget, help="Evaluations per run.")
@@ -19,7 +20,7 @@ def add_replay_args(ap: argparse.ArgumentParser, *, budget: int, seed_start: boo
     if noise:
         ap.add_argument("--noise", type=float, default=0.0,
                         help="Run-to-run spread told to the searchers (0.02: 2%%).")
-    ap.add_argument("--out", type=Path, help="Write the table (markdown) here.")
+    ap.add_argument("--out", type=Path, help=out_help)
 
 
 def check_replay_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:

@@ -30,6 +30,8 @@ from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import replay
 
 DATA = Path(__file__).parents[1] / "tests" / "data"
+# The landscapes the searchers were developed on: the first problem key of each (--keys-per-file 1).
+DEVELOPED_ON = sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet"))
 BEGIN, END = "<!-- search_table: begin -->", "<!-- search_table: end -->"
 # (column, searcher, options): the GP's `priors` option is what `replay --no-priors` switches off.
 VARIANTS = (("gp", "gp", {}), ("gp no priors", "gp", {"priors": False}), ("tpe", "tpe", {}),
@@ -164,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--remeasured", type=Path, help="A re-measure of the tables' best configs (benchmarks."
                     "landscape_remeasure --out): its medians replace their recorded values where it has them.")
     a = ap.parse_args(argv)
-    paths = a.landscape or sorted(DATA.glob("landscape_h100_*.parquet")) + sorted((DATA / "h200").glob("*.parquet"))
+    paths = a.landscape or DEVELOPED_ON
     if a.seeds < 1 or a.budget < 1:
         ap.error("--seeds and --budget must be at least 1")
     if a.jobs < 1:

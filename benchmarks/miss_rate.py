@@ -1,0 +1,170 @@
+"""Runs that end more than 2% from the best, by budget: every landscape of docs/search.md's replay tables, per searcher.
+
+Bar (b) of issue #36 asks every seed within 2% of the best by 50 evaluations on every landscape. This replays the
+landscapes of the replay tables of docs/search.md (SETS: the ones the searchers were developed on, then the held-out
+sets) with each searcher of search_table.VARIANTS, seeds `--seed-start` .., up to `--budget` evaluations, and counts
+the runs not yet within 2% after n evaluations for each n of `--at`, and the fewest evaluations after which every
+run is. A searcher's n-th suggestion does not depend on the budget, so one run of the largest budget gives every
+column (and at n = 50 the counts of the tables replayed at budget 50).
+
+    python -m benchmarks.miss_rate --seeds 10 --budget 200 --jobs 2 --out docs/benchmarks/search/miss_rate
+
+`--out DIR` writes `runs.csv` (one row per run: set, landscape, searcher, seed, evaluations to 98% of the best,
+budget + 1 when never) and `README.md` (the tables printed, and the command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import pandas as pd
+
+from benchmarks.replay_args import add_replay_args, check_replay_args
+from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes
+from raytune_attn.tune.search.landscape import load_landscape
+from raytune_attn.tune.search.replay import run_seeds
+
+HELD = DATA / "heldout"
+# Set -> (files, problem keys per file: 0 = all), as the six search_table commands of docs/search.md give them.
+SETS = {
+    "developed on": (DEVELOPED_ON, 1),
+    "held-out": ([HELD / f"{n}.parquet" for n in ("h100_bf16_d256_causal", "h100_fp16_d128_causal",
+                  "h100_fp16_d128_full_gqa", "h100_fp16_d64_causal", "h100_llama_exhaustive", "h200_bf16_d256_causal",
+                  "h200_fp16_d128_causal", "h200_fp16_d128_full_gqa", "h200_fp16_d64_causal")], 1),
+    "held-out new": ([HELD / f"{n}.parquet" for n in ("h100_bf16_d128_causal_mqa", "h100_bf16_d256_full_short",
+                      "h100_fp16_d128_causal_gqa8_long", "h100_fp16_d64_full_short", "h100_short_full")], 1),
+    "H200 short, recorded again": ([HELD / "h200_short_full.parquet"], 0),
+    "H200 study": ([HELD / "h200_bf16_d64_full_long.parquet", HELD / "h200_bf16_d128_full_gqa4.parquet"], 1),
+    "H200 study 2": ([HELD / f"{n}.parquet" for n in ("h200_bf16_d64_causal_long", "h200_fp16_d256_full",
+                      "h200_bf16_d128_causal_gqa8", "h200_fp16_d128_full_short")], 1),
+    "H200 study 3": ([HELD / f"{n}.parquet" for n in ("h200_bf16_d128_full_s1024", "h200_fp16_d256_causal_long",
+                      "h200_fp16_d64_full_gqa4", "h200_bf16_d128_full_long", "h200_fp16_d64_causal_short",
+                      "h200_fp16_d128_causal_gqa8")], 1),
+}  # fmt: skip
+AT = (25, 50, 75, 100, 150, 200)
+BAR = 50  # bar (b)'s budget
+
+
+def measure(path: Path, key: str | None, column: str, *, seeds: int, seed_start: int, budget: int,
+            noise: float) -> tuple[int, list[int]]:  # fmt: skip
+    """The landscape's knobs, and the evaluations to 98% of its best of each seed's run of `column` (budget + 1:
+    never)."""
+    land = load_landscape(path, select={"problem_key": key} if key else {})
+    _, name, opts = next(v for v in VARIANTS if v[0] == column)
+    runs = run_seeds(land, name, budget=budget, seeds=seeds, seed_start=seed_start, options=opts, noise=noise)
+    return len(land.space.names), [r.evals_to(0.98 * land.best, budget) for r in runs]
+
+
+def _measure(args):
+    path, key, column, kw = args
+    return measure(path, key, column, **kw)
+
+
+def collect(sets: dict, columns: Sequence[str], *, seeds: int, seed_start: int, budget: int, noise: float,
+            jobs: int) -> pd.DataFrame:  # fmt: skip
+    """One row per run: set, landscape, problem_key, knobs (of its space), searcher, seed, evals_to_98."""
+    cells = [(name, path, key, col) for name, (files, per) in sets.items() for path, key in landscapes(files, per)
+             for col in columns]  # fmt: skip
+    kw = {"seeds": seeds, "seed_start": seed_start, "budget": budget, "noise": noise}
+    with ProcessPoolExecutor(jobs) as pool:  # every run is seeded: the same rows for any --jobs
+        results = list(pool.map(_measure, [(path, key, col, kw) for _, path, key, col in cells]))
+    rows = []
+    for (name, path, key, col), (knobs, evals) in zip(cells, results, strict=True):
+        rows += [{"set": name, "landscape": Path(path).stem, "problem_key": key or "", "knobs": knobs,
+                  "searcher": col, "seed": seed_start + i, "evals_to_98": e} for i, e in enumerate(evals)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def misses(runs: pd.DataFrame, at: Sequence[int], budget: int) -> str:
+    """Per searcher: the runs not within 2% after each n of `at`, and after how many evaluations every run is."""
+    cols = [n for n in at if n <= budget]
+    lines = ["| searcher | runs | " + " | ".join(f"missing after {n}" for n in cols) + " | every run within 2% after |",
+             "|---|---|" + "---|" * (len(cols) + 1)]  # fmt: skip
+    for searcher, g in runs.groupby("searcher", sort=False):
+        n = len(g)
+        cells = [f"{(g.evals_to_98 > k).sum()} ({(g.evals_to_98 > k).mean():.1%})" for k in cols]
+        worst = int(g.evals_to_98.max())
+        every = str(worst) if worst <= budget else f"> {budget} ({(g.evals_to_98 > budget).sum()} runs never)"
+        lines.append(f"| {searcher} | {n} | " + " | ".join(cells) + f" | {every} |")
+    return "\n".join(lines)
+
+
+def by_group(runs: pd.DataFrame, column: str, at: Sequence[int]) -> str:
+    """Per value of `column` (set, knobs) and searcher: the runs missing 2% after each n of `at`, of how many."""
+    searchers = list(dict.fromkeys(runs.searcher))
+    lines = [f"| {column} | landscapes | " + " | ".join(searchers) + " |", "|---|---|" + "---|" * len(searchers)]
+    for name, g in runs.groupby(column, sort=False):
+        n_land = g.groupby(["landscape", "problem_key"]).ngroups
+        evals = [g[g.searcher == s].evals_to_98 for s in searchers]
+        cells = [" / ".join(str((e > k).sum()) for k in at) + f" of {len(e)}" for e in evals]
+        lines.append(f"| {name} | {n_land} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def worst_runs(runs: pd.DataFrame, searcher: str, at: Sequence[int], budget: int) -> str:
+    """The landscapes where a run of `searcher` misses 2% after `at[0]`: its runs missing after each n of `at`, and its
+    worst run."""
+    g = runs[runs.searcher == searcher]
+    after = " / ".join(str(n) for n in at)
+    lines = [f"| landscape | knobs | missing after {after} | worst run: evaluations to 98% |", "|---|---|---|---|"]
+    for (land, key), r in g.groupby(["landscape", "problem_key"], sort=False):
+        if (r.evals_to_98 > at[0]).any():
+            worst = int(r.evals_to_98.max())
+            cell = str(worst) if worst <= budget else f"> {budget}"
+            missing = " / ".join(str((r.evals_to_98 > n).sum()) for n in at)
+            lines.append(f"| {land} {key} | {r.knobs.iloc[0]} | {missing} of {len(r)} | {cell} |")
+    if len(lines) == 2:
+        lines.append("| none | | | |")
+    return "\n".join(lines)
+
+
+def report(runs: pd.DataFrame, budget: int, at: Sequence[int], command: str) -> str:
+    """The tables, for bar (b)'s 50 evaluations (the budget, when smaller) and the next two budgets of `at`."""
+    seeds, bar = sorted(runs.seed.unique()), min(BAR, budget)
+    n_land = runs.groupby(["landscape", "problem_key"]).ngroups
+    head = (f"Runs more than 2% from the best after n evaluations, seeds {seeds[0]}-{seeds[-1]}, budget {budget} "
+            f"({n_land} landscapes). Measured by:\n\n    {command}\n")
+    cols = [bar, *[n for n in at if bar < n <= budget][:2]]
+    after = " / ".join(str(n) for n in cols)
+    parts = [head, misses(runs, at, budget),
+             f"By set, runs missing 2% after {after} evaluations:\n\n{by_group(runs, 'set', cols)}",
+             f"By the number of knobs of the landscape's space (5: the study space), after {after}:\n\n"
+             + by_group(runs.sort_values("knobs", kind="stable"), "knobs", cols)]  # fmt: skip
+    if "gp no priors" in set(runs.searcher):
+        parts.append(f"The GP without priors, landscapes where a run misses after {bar}:\n\n"
+                     + worst_runs(runs, "gp no priors", cols, budget))  # fmt: skip
+    return "\n\n".join(parts) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_replay_args(ap, budget=200, out_help="A folder for runs.csv and README.md.")
+    ap.add_argument("--at", type=int, action="append", help=f"Evaluations to count misses after (default {AT}).")
+    ap.add_argument("--searcher", action="append", choices=[c for c, *_ in VARIANTS],
+                    help="Only these searchers (repeatable; default all).")
+    ap.add_argument("--set", action="append", choices=list(SETS), help="Only these sets of landscapes (repeatable).")
+    a = ap.parse_args(argv)
+    check_replay_args(ap, a)
+    at = sorted(set(a.at or AT))
+    if at[0] < 1:
+        ap.error(f"--at counts evaluations: at least 1, got {at[0]}")
+    sets = {k: v for k, v in SETS.items() if not a.set or k in a.set}
+    runs = collect(sets, a.searcher or [c for c, *_ in VARIANTS], seeds=a.seeds, seed_start=a.seed_start,
+                   budget=a.budget, noise=a.noise, jobs=a.jobs)  # fmt: skip
+    command = "python -m benchmarks.miss_rate " + shlex.join(sys.argv[1:] if argv is None else argv)
+    text = report(runs, a.budget, at, command)
+    print(text)
+    if a.out:
+        a.out.mkdir(parents=True, exist_ok=True)
+        runs.to_csv(a.out / "runs.csv", index=False)
+        (a.out / "README.md").write_text(f"# Runs missing 2% of the best, by budget\n\n{text}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

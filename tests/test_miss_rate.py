@@ -1,0 +1,94 @@
+"""benchmarks/miss_rate: its landscapes are the replay tables' of docs/search.md, its runs are replay's, one long run
+counts every shorter budget, and its tables count the runs."""
+
+import re
+import shlex
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from benchmarks.miss_rate import SETS, by_group, main, measure, misses, worst_runs
+from benchmarks.search_table import landscapes
+from raytune_attn.tune.search.landscape import load_landscape
+from raytune_attn.tune.search.replay import replay
+
+ROOT = Path(__file__).parents[1]
+DOC = ROOT / "docs" / "search.md"
+SHORT = Path("tests/data/heldout/h200_short_full.parquet")
+
+
+def test_sets_are_the_held_out_tables_of_the_search_doc():
+    """Each held-out set is the --landscape list and --keys-per-file of one search_table command in docs/search.md."""
+    commands = {}
+    for line in DOC.read_text().splitlines():
+        if "benchmarks.search_table" in line and "--section" in line and "--warm-from" not in line:
+            argv = shlex.split(line.strip())
+            section = argv[argv.index("--section") + 1]
+            files = [argv[i + 1] for i, a in enumerate(argv) if a == "--landscape"]
+            commands[section] = (sorted(files), int(argv[argv.index("--keys-per-file") + 1]))
+    got = {(tuple(sorted(str(Path(p).relative_to(ROOT)) for p in files)), per)
+           for name, (files, per) in SETS.items() if name != "developed on"}  # fmt: skip
+    want = {(tuple(commands[s][0]), commands[s][1])
+            for s in ("heldout", "heldout-new", "heldout-h200-short", "heldout-h200-study", "heldout-h200-study2",
+                      "heldout-h200-study3")}  # fmt: skip
+    assert got == want
+    n = sum(len(landscapes(files, per)) for files, per in SETS.values())
+    counted = re.search(r"over the \w+ tables of (\d+) landscapes", DOC.read_text())
+    assert counted and n == int(counted.group(1))
+
+
+def test_runs_are_replays_and_a_longer_budget_counts_every_shorter_one():
+    key = sorted(pd.read_parquet(SHORT).problem_key.unique())[0]
+    land = load_landscape(SHORT, select={"problem_key": key})
+    kw = {"seeds": 3, "seed_start": 2, "noise": 0.0}
+    (knobs, long), (_, short) = (measure(SHORT, key, "gp no priors", budget=b, **kw) for b in (24, 12))
+    assert knobs == len(land.space.names)
+    assert short == [min(e, 13) for e in long]  # a run's n-th suggestion does not depend on the budget
+    s = replay(land, ["gp"], budget=24, seeds=3, seed_start=2, options={"gp": {"priors": False}})["gp"]
+    assert s["evals_to_98"]["max"] == max(long) and s["reached_98"] == sum(e <= 24 for e in long)
+
+
+def _runs():
+    rows = [("a", "x", "gp", [3, 40, 201]), ("a", "y", "gp", [10, 10, 10]), ("b", "z", "gp", [60, 5, 5]),
+            ("a", "x", "tpe", [100, 120, 20]), ("a", "y", "tpe", [1, 2, 3]), ("b", "z", "tpe", [80, 90, 99])]
+    return pd.DataFrame([{"set": s, "landscape": land, "problem_key": "", "knobs": 5 if land == "z" else 8,
+                          "searcher": name, "seed": i, "evals_to_98": e}
+                         for s, land, name, evals in rows for i, e in enumerate(evals)])  # fmt: skip
+
+
+def test_tables_count_runs_missing_after_each_budget():
+    text = misses(_runs(), [25, 50, 100, 300], 200)
+    rows = {line.split(" | ")[0].strip("| "): line for line in text.splitlines()[2:]}
+    assert "| 9 | 3 (33.3%) | 2 (22.2%) | 1 (11.1%) | > 200 (1 runs never) |" in rows["gp"]  # 300 > budget: dropped
+    assert "| 9 | 5 (55.6%) | 5 (55.6%) | 1 (11.1%) | 120 |" in rows["tpe"]
+    sets = by_group(_runs(), "set", [50, 100])
+    assert "| a | 2 | 1 / 1 of 6 | 2 / 1 of 6 |" in sets and "| b | 1 | 1 / 0 of 3 | 3 / 0 of 3 |" in sets
+    knobs = by_group(_runs(), "knobs", [50]).splitlines()[2:]
+    assert knobs == ["| 8 | 2 | 1 of 6 | 2 of 6 |", "| 5 | 1 | 1 of 3 | 3 of 3 |"]
+    worst = worst_runs(_runs(), "gp", [50, 100], 200)
+    assert "| x  | 8 | 1 / 1 of 3 | > 200 |" in worst and "| z  | 5 | 1 / 0 of 3 | 60 |" in worst
+    assert "| y " not in worst
+    assert "| none | | | |" in worst_runs(_runs(), "gp", [250], 200)
+
+
+def test_command_writes_the_runs_and_the_tables(tmp_path, capsys):
+    out = tmp_path / "mr"
+    assert main(["--set", "H200 study", "--searcher", "random", "--seeds", "2", "--budget", "6", "--at", "3",
+                 "--out", str(out)]) == 0  # fmt: skip
+    runs = pd.read_csv(out / "runs.csv")
+    assert len(runs) == 4 and set(runs.searcher) == {"random"} and list(runs.seed) == [0, 1, 0, 1]
+    for (land, key), r in runs.groupby(["landscape", "problem_key"]):
+        assert (r.knobs.iloc[0], list(r.evals_to_98)) == measure(Path(f"tests/data/heldout/{land}.parquet"), key,
+                                                                 "random", seeds=2, seed_start=0, budget=6, noise=0.0)
+    readme = (out / "README.md").read_text()
+    table = misses(runs, [3], 6)
+    assert "--set 'H200 study'" in readme and table in readme and table in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, message", [(["--at", "0"], "--at"), (["--budget", "0"], "--budget"),
+                                           (["--set", "nowhere"], "--set")])  # fmt: skip
+def test_bad_flags_are_refused_before_any_replay(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert message in capsys.readouterr().err
