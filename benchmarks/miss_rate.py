@@ -9,8 +9,8 @@ column (and at n = 50 the counts of the tables replayed at budget 50).
 
     python -m benchmarks.miss_rate --seeds 10 --budget 200 --jobs 2 --out docs/benchmarks/search/miss_rate
 
-`--out DIR` writes `runs.csv` (one row per run: set, landscape, searcher, seed, evaluations to 98% of the best,
-budget + 1 when never) and `README.md` (the tables printed, and the command).
+`--out DIR` writes `runs.csv` (one row per run: set, landscape, problem key, knobs of its space, searcher, seed,
+evaluations to 98% of the best, budget + 1 when never) and `README.md` (the tables printed, and the command).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import run_seeds
 
 HELD = DATA / "heldout"
-# Set -> (files, problem keys per file: 0 = all), as the six search_table commands of docs/search.md give them.
+# Set -> (files, problem keys per file: 0 = all), as the seven search_table commands of docs/search.md give them.
 SETS = {
     "developed on": (DEVELOPED_ON, 1),
     "held-out": ([HELD / f"{n}.parquet" for n in ("h100_bf16_d256_causal", "h100_fp16_d128_causal",
