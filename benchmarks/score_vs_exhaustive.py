@@ -8,7 +8,9 @@ landscape's value of the config each sweep named (its final re-measure's best), 
 A later --landscape replaces an earlier one's keys (a re-measure with better timing). Columns: run, problem_key,
 sweep_best_tflops (the winner as the sweep measured it), winner_in_exhaustive (the winner's landscape value over the
 landscape's best), best_measured_in_exhaustive (the best landscape value among every config the sweep tried: what a
-perfect final re-measure would have named), exhaustive_best, exhaustive_configs. Prints keys within 2% per run.
+perfect final re-measure would have named), trials_to_98 (the key's trials in the order they finished, the final
+re-measure's left out, up to the first that tried a config within 2% of the landscape's best; empty when none did),
+exhaustive_best, exhaustive_configs. Prints keys within 2% per run.
 """
 
 from __future__ import annotations
@@ -34,23 +36,33 @@ def load_landscapes(paths: list[str]) -> dict[str, dict[tuple, float]]:
     return out
 
 
+def trials_to(values: list[float], target: float) -> int | None:
+    """1-based position of the first value >= target, None when there is none."""
+    return next((i for i, v in enumerate(values, start=1) if v >= target), None)
+
+
 def score(run: str, trials_path: str, lands: dict[str, dict[tuple, float]]) -> list[dict]:
     df = pd.read_parquet(trials_path)
-    df = df[(df.kind == "trial") & df.tflops.notna()]
+    df = df[df.kind == "trial"].sort_values("timestamp", kind="stable")
     rows = []
-    for pk, g in df.groupby("problem_key"):
+    for pk, every in df.groupby("problem_key", sort=True):
         land = lands.get(str(pk))
         if not land:
             continue
-        final = g[g.trial_id.astype(str).str.endswith("-final")]
+        is_final = every.trial_id.astype(str).str.endswith("-final")
+        g = every[every.tflops.notna()]
+        final = g[is_final[g.index]]
         pick = final if len(final) else g
         winner = pick.loc[pick.tflops.idxmax()]
         best = max(land.values())
         tried = [land.get(_key(r), 0.0) for r in g.to_dict("records")]
+        # Failed trials count as trials (a search spends them), with no configuration value.
+        order = [land.get(_key(r), 0.0) if pd.notna(r["tflops"]) else 0.0
+                 for r in every[~is_final].to_dict("records")]  # fmt: skip
         rows.append({"run": run, "problem_key": pk, "sweep_best_tflops": float(winner.tflops),
                      "winner_in_exhaustive": land.get(_key(winner), 0.0) / best,
-                     "best_measured_in_exhaustive": max(tried) / best, "exhaustive_best": best,
-                     "exhaustive_configs": len(land)})
+                     "best_measured_in_exhaustive": max(tried) / best, "trials_to_98": trials_to(order, 0.98 * best),
+                     "exhaustive_best": best, "exhaustive_configs": len(land)})
     return rows
 
 
@@ -73,7 +85,8 @@ def main() -> None:
     out.to_csv(args.out, index=False)
     for run, g in out.groupby("run", sort=False):
         print(f"{run}: {int((g.winner_in_exhaustive >= 0.98).sum())} of {len(g)} keys within 2% "
-              f"(tried within 2%: {int((g.best_measured_in_exhaustive >= 0.98).sum())}); "
+              f"(tried within 2%: {int((g.best_measured_in_exhaustive >= 0.98).sum())}, the last at trial "
+              f"{g.trials_to_98.max():.0f}); "
               f"min {g.winner_in_exhaustive.min():.2f}")
 
 

@@ -1,0 +1,60 @@
+"""benchmarks/score_vs_exhaustive: a sweep's winner and the configs it tried, valued on an exhaustive landscape."""
+
+import pandas as pd
+import pytest
+
+from benchmarks.score_vs_exhaustive import load_landscapes, score, trials_to
+
+KEY = "dense-b1-hq2-hkv2-sq64-sk64-d64-full-float16"
+
+
+def _cfg(m: int, n: int, warps: int = 4) -> dict:
+    return {"BLOCK_M": m, "BLOCK_N": n, "PRE_LOAD_V": False, "num_warps": warps, "num_stages": 2}
+
+
+def _row(cfg: dict, tflops: float | None, *, trial_id: str, t: int, status: str = "ok", kind: str = "trial") -> dict:
+    return {"problem_key": KEY, "kind": kind, "trial_id": trial_id, "status": status, "tflops": tflops,
+            "timestamp": pd.Timestamp("2026-11-28", tz="UTC") + pd.Timedelta(seconds=t), **cfg}
+
+
+@pytest.fixture
+def landscape(tmp_path):
+    rows = [_row(_cfg(64, 32), 50.0, trial_id="a", t=0), _row(_cfg(64, 64), 99.0, trial_id="b", t=1),
+            _row(_cfg(128, 64), 100.0, trial_id="c", t=2), _row(_cfg(128, 128), None, trial_id="d", t=3,
+                                                                status="invalid")]  # fmt: skip
+    path = tmp_path / "landscape.parquet"
+    pd.DataFrame(rows).to_parquet(path)
+    return path
+
+
+def test_trials_to_counts_from_one_and_none_when_never_reached():
+    assert trials_to([0.5, 0.97, 0.99, 1.0], 0.98) == 3
+    assert trials_to([0.5, 0.9], 0.98) is None
+
+
+def test_score_values_the_final_winner_and_counts_trials_in_finishing_order(landscape, tmp_path):
+    lands = load_landscapes([str(landscape)])
+    assert lands[KEY] == {(64, 32, False, 4, 2): 50.0, (64, 64, False, 4, 2): 99.0, (128, 64, False, 4, 2): 100.0}
+    trials = pd.DataFrame([
+        _row(_cfg(64, 64), 97.0, trial_id="t4", t=40),  # finished last: the 4th trial
+        _row(_cfg(64, 32), 51.0, trial_id="t1", t=10),
+        _row(_cfg(128, 128), None, trial_id="t2", t=20, status="invalid"),  # a failed trial is still a trial
+        _row(_cfg(64, 32), 20.0, trial_id="t3", t=30, status="stopped"),
+        _row(_cfg(64, 64), 98.5, trial_id="t4-final", t=50),  # the final re-measure names the winner
+        _row(_cfg(64, 32), 52.0, trial_id="t1-final", t=51),
+        _row(_cfg(128, 64), 500.0, trial_id="base", t=5, kind="baseline"),  # not a trial of the search
+    ])  # fmt: skip
+    path = tmp_path / "trials.parquet"
+    trials.to_parquet(path)
+    (row,) = score("run", str(path), lands)
+    assert row["sweep_best_tflops"] == 98.5
+    assert row["winner_in_exhaustive"] == pytest.approx(0.99)
+    assert row["best_measured_in_exhaustive"] == pytest.approx(0.99)
+    assert row["trials_to_98"] == 4  # 51, failed, stopped 64x32, then 64x64 at 0.99 of the best
+    assert row["exhaustive_best"] == 100.0 and row["exhaustive_configs"] == 3
+
+
+def test_a_later_landscape_replaces_an_earlier_ones_keys(landscape, tmp_path):
+    again = tmp_path / "again.parquet"
+    pd.DataFrame([_row(_cfg(64, 32), 120.0, trial_id="x", t=0)]).to_parquet(again)
+    assert load_landscapes([str(landscape), str(again)])[KEY] == {(64, 32, False, 4, 2): 120.0}
