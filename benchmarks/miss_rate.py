@@ -9,6 +9,8 @@ column (and at n = 50 the counts of the tables replayed at budget 50).
 
     python -m benchmarks.miss_rate --seeds 10 --budget 200 --jobs 2 --out docs/benchmarks/search/miss_rate
 
+`--landscape FILE` (repeatable; FILE::KEY for one problem key) replays those tables instead of the sets, every key of
+each, a set per file (docs/benchmarks/search/miss_rate_llama: the Llama set's keys).
 `--out DIR` writes `runs.csv` (one row per run: set, landscape, problem key, knobs of its space, searcher, seed,
 evaluations to 98% of the best, budget + 1 when never) and `README.md` (the tables printed, and the command).
 """
@@ -141,6 +143,17 @@ def report(runs: pd.DataFrame, budget: int, at: Sequence[int], command: str) -> 
     return "\n\n".join(parts) + "\n"
 
 
+def given_sets(ap: argparse.ArgumentParser, specs: Sequence[str]) -> dict:
+    """Set name (the file's stem) -> (its FILE or FILE::KEY specs, 0: every key); a missing file is refused now."""
+    sets: dict[str, tuple[list[str], int]] = {}
+    for spec in specs:
+        path = Path(spec.partition("::")[0])
+        if not path.is_file():
+            ap.error(f"--landscape {spec}: no such file {path}")
+        sets.setdefault(path.stem, ([], 0))[0].append(spec)
+    return sets
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_replay_args(ap, budget=200, out_help="A folder for runs.csv and README.md.")
@@ -148,12 +161,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--searcher", action="append", choices=[c for c, *_ in VARIANTS],
                     help="Only these searchers (repeatable; default all).")
     ap.add_argument("--set", action="append", choices=list(SETS), help="Only these sets of landscapes (repeatable).")
+    ap.add_argument("--landscape", action="append", help="Instead of the sets: this recorded table, every problem key "
+                    "of it, or FILE::PROBLEM_KEY for one (repeatable; each file is a set of its own).")
     a = ap.parse_args(argv)
     check_replay_args(ap, a)
     at = sorted(set(a.at or AT))
     if at[0] < 1:
         ap.error(f"--at counts evaluations: at least 1, got {at[0]}")
-    sets = {k: v for k, v in SETS.items() if not a.set or k in a.set}
+    if a.landscape and a.set:
+        ap.error("--landscape and --set both choose the landscapes: give one of them")
+    sets = given_sets(ap, a.landscape) if a.landscape else {k: v for k, v in SETS.items() if not a.set or k in a.set}
     runs = collect(sets, a.searcher or [c for c, *_ in VARIANTS], seeds=a.seeds, seed_start=a.seed_start,
                    budget=a.budget, noise=a.noise, jobs=a.jobs)  # fmt: skip
     command = "python -m benchmarks.miss_rate " + shlex.join(sys.argv[1:] if argv is None else argv)

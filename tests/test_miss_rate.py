@@ -86,8 +86,21 @@ def test_command_writes_the_runs_and_the_tables(tmp_path, capsys):
     assert "--set 'H200 study'" in readme and table in readme and table in capsys.readouterr().out
 
 
+def test_given_landscapes_replace_the_sets_each_file_a_set(tmp_path):
+    keys = sorted(pd.read_parquet(SHORT).problem_key.unique())
+    other = Path("tests/data/heldout/h200_fp16_d256_full.parquet")
+    out = tmp_path / "mr"
+    assert main(["--landscape", str(SHORT), "--landscape", f"{other}::{pd.read_parquet(other).problem_key.iloc[0]}",
+                 "--searcher", "random", "--seeds", "1", "--budget", "4", "--at", "2", "--out", str(out)]) == 0
+    runs = pd.read_csv(out / "runs.csv", keep_default_na=False)
+    assert list(runs.set) == [SHORT.stem] * len(keys) + [other.stem]  # every key of a file, or the one named
+    assert list(runs.problem_key[: len(keys)]) == keys
+
+
 @pytest.mark.parametrize("argv, message", [(["--at", "0"], "--at"), (["--budget", "0"], "--budget"),
-                                           (["--set", "nowhere"], "--set")])  # fmt: skip
+                                           (["--set", "nowhere"], "--set"),
+                                           (["--landscape", "nowhere.parquet"], "no such file"),
+                                           (["--landscape", str(SHORT), "--set", "H200 study"], "give one of them")])
 def test_bad_flags_are_refused_before_any_replay(argv, message, capsys):
     with pytest.raises(SystemExit):
         main(argv)
