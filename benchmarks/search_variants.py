@@ -64,7 +64,7 @@ from benchmarks.search_table import DATA, landscapes
 from raytune_attn.tune.search._model import MAX_FIT_POINTS, Model, _bounded_lbfgs, fit_subset
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import _native, load_landscape, read_table
-from raytune_attn.tune.search.replay import noise_factors, run_searcher
+from raytune_attn.tune.search.replay import run_seeds
 
 # The held-out landscapes the variants tables were measured on (those recorded up to 2026-11-27); later recordings
 # in tests/data/heldout are replayed by benchmarks.search_table (docs/search.md, "Held-out landscapes").
@@ -307,12 +307,9 @@ def measure(path: Path, key: str | None, variant: str, seeds: int, budget: int, 
     cls = VARIANTS[variant]
     extra = {"occupancy": occupancy(df, land.space.names)} if cls is RecordedOccupancy else {}
     extra |= {"budget": budget} if cls is LatePolish else {}
-    target = 0.98 * land.best
-    evals = []
-    for seed in range(seed_start, seed_start + seeds):
-        searcher = cls(land.space, seed=seed, priors=False, problem=land.problem or None, **extra)
-        factors = noise_factors(land, noise, seed) if noise else None
-        evals.append(run_searcher(searcher, land, budget, noise=factors).evals_to(target, budget))
+    runs = run_seeds(land, "gp", budget=budget, seeds=seeds, seed_start=seed_start, noise=noise,
+                     options={"priors": False, **extra}, cls=cls)  # fmt: skip
+    evals = [r.evals_to(0.98 * land.best, budget) for r in runs]
     return float(np.median(evals)), max(evals), sum(e <= budget for e in evals)
 
 

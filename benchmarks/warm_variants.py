@@ -35,8 +35,8 @@ from benchmarks.search_table import DATA, WARM_PAIRS
 from benchmarks.search_variants import table
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import load_landscape
-from raytune_attn.tune.search.replay import run_searcher
-from raytune_attn.tune.search.warm import prior_scores, warm_options
+from raytune_attn.tune.search.replay import run_seeds
+from raytune_attn.tune.search.warm import prior_scores
 
 # The held-out shapes recorded on both GPUs (tests/data/heldout/h100_NAME and h200_NAME).
 BOTH_GPUS = ("bf16_d256_causal", "fp16_d128_causal", "fp16_d128_full_gqa", "fp16_d64_causal")
@@ -86,12 +86,10 @@ def measure(target: Path, key: str | None, source: Path, variant: str, seeds: in
     """(median, worst evaluations to 98% of the best, seeds within 2% by the budget), warm-started from `source`
     as `replay --no-priors --warm-start` does."""
     land = load_landscape(target, select={"problem_key": key} if key else {})
-    warm = warm_options("gp", prior_scores(source, land.space.names, problem=land.problem or None), "model")
-    evals = []
-    for seed in range(seed_start, seed_start + seeds):
-        searcher = VARIANTS[variant](land.space, metric=land.objective, seed=seed, priors=False,
-                                     problem=land.problem or None, **warm)  # fmt: skip
-        evals.append(run_searcher(searcher, land, budget).evals_to(0.98 * land.best, budget))
+    warm = prior_scores(source, land.space.names, problem=land.problem or None)
+    runs = run_seeds(land, "gp", budget=budget, seeds=seeds, seed_start=seed_start, options={"priors": False},
+                     warm=warm, warm_as="model", cls=VARIANTS[variant])  # fmt: skip
+    evals = [r.evals_to(0.98 * land.best, budget) for r in runs]
     return float(np.median(evals)), max(evals), sum(e <= budget for e in evals)
 
 

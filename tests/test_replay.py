@@ -299,6 +299,26 @@ def test_tell_measures_once_and_a_second_build_is_a_cache_load():
     assert tell(s, land, "t2", {"BLOCK_M": 64}, built)[1]["compile_s"] == 0.0
 
 
+def test_run_seeds_builds_a_given_class_in_place_of_the_names():
+    """A variant class (the benchmarks' searcher variants) gets the options, problem and seeds the name's class
+    would; the GP class itself gives the same runs as the name "gp"."""
+    from raytune_attn.tune.search.gp import GPSearcher
+    from raytune_attn.tune.search.replay import run_seeds
+
+    land = load_landscape(RECORDED[0])
+    built = []
+
+    class Recording(GPSearcher):
+        def __init__(self, space, **kw):
+            super().__init__(space, **kw)
+            built.append((kw["seed"], kw["priors"], kw["problem"]))
+
+    kw = {"budget": 8, "seeds": 2, "seed_start": 3, "options": {"priors": False}}
+    variant, named, same = (run_seeds(land, "gp", **kw, cls=c) for c in (Recording, None, GPSearcher))
+    assert built == [(3, False, land.problem), (4, False, land.problem)]
+    assert [r.configs for r in variant] == [r.configs for r in named] == [r.configs for r in same]
+
+
 @needs_optuna
 def test_replay_cli_tpe_and_noise(synthetic_path, tmp_path, capsys):
     out = tmp_path / "r.json"

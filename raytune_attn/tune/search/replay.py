@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from raytune_attn.tune.search import make_searcher, searcher_class
+from raytune_attn.tune.search import searcher_class
 from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import Landscape, load_landscape
@@ -114,10 +114,13 @@ def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, 
 
 
 def run_seeds(landscape: Landscape, name: str, *, budget: int = 40, seeds: int = 10, seed_start: int = 0,
-         concurrency: int = 1, options: Mapping[str, Any] | None = None, noise: float = 0.0,
-         warm: Sequence[tuple[dict, float | None]] | None = None, warm_as: str = "model") -> list[Run]:
+              concurrency: int = 1, options: Mapping[str, Any] | None = None, noise: float = 0.0,
+              warm: Sequence[tuple[dict, float | None]] | None = None, warm_as: str = "model",
+              cls: type[DiscreteSearcher] | None = None) -> list[Run]:  # fmt: skip
     """One run of searcher `name` (with `options`) per seed, `seed_start` .. `seed_start + seeds - 1`; the other
-    arguments as in `replay`. Bad counts, spread or warm mode are refused before any run."""
+    arguments as in `replay`. `cls`: a class to build instead of `name`'s (a variant of it, as the benchmarks
+    compare; `name` still chooses the warm-start options). Bad counts, spread or warm mode are refused before any
+    run."""
     if budget < 1 or seeds < 1:
         raise ValueError("--budget and --seeds must be at least 1")
     if seed_start < 0:
@@ -130,7 +133,8 @@ def run_seeds(landscape: Landscape, name: str, *, budget: int = 40, seeds: int =
         opts.setdefault("problem", landscape.problem or None)  # the GP's priors read it, as in a sweep
         if warm:
             opts.update(warm_options(name, warm, warm_as))
-        s = make_searcher(name, landscape.space, metric=landscape.objective, seed=seed, **opts)
+        make = cls or searcher_class(name)
+        s = make(landscape.space, metric=landscape.objective, seed=seed, **opts)
         factors = noise_factors(landscape, noise, seed) if noise else None
         out.append(run_searcher(s, landscape, budget, concurrency=concurrency, noise=factors))
     return out
