@@ -127,13 +127,13 @@ def run_seeds(landscape: Landscape, name: str, *, budget: int = 40, seeds: int =
         raise ValueError("--seed-start must be at least 0")
     check_noise(noise)
     check_warm_as(warm_as)
+    make = cls or searcher_class(name)  # an unknown name is refused here, before any run
     out = []
     for seed in range(seed_start, seed_start + seeds):
         opts = dict(options or {})
         opts.setdefault("problem", landscape.problem or None)  # the GP's priors read it, as in a sweep
         if warm:
             opts.update(warm_options(name, warm, warm_as))
-        make = cls or searcher_class(name)
         s = make(landscape.space, metric=landscape.objective, seed=seed, **opts)
         factors = noise_factors(landscape, noise, seed) if noise else None
         out.append(run_searcher(s, landscape, budget, concurrency=concurrency, noise=factors))
