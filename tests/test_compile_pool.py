@@ -31,6 +31,9 @@ def test_time_limit_kills_and_replaces_worker():
         assert [r.status for r in results] == ["invalid", "invalid"]
         assert all("exceeded" in r.reason for r in results)
         assert all(proc.is_alive() for proc, _ in pool._procs)
+    with CompilePool(1, timeout_s=300) as pool:  # a limit of the call's own (the sweep's relative limit)
+        [r] = pool.compile(P, [{"BLOCK_M": 16}], timeout_s=0.01)
+        assert r.status == "invalid" and r.reason == "compile exceeded 0 s"
 
 
 def test_compile_actor_closes_busy_workers_in_one_shared_grace_period():

@@ -224,7 +224,7 @@ def test_flags():
     assert a.family_k == 2 and SweepConfig(family_k=0).family_k == 0
     for bad in ({"budget": 0}, {"resume": True}, {"family_k": -1}, {"searcher": "bayes"}, {"reduction_factor": 1.0},
                 {"address": "auto", "num_cpus": 2}, {"no_mlflow": True, "tracking_uri": "sqlite:///x.db"},
-                {"name": "a/b"}, {"address": "not an address"}, {"final_rep_ms": 0.0}):
+                {"name": "a/b"}, {"address": "not an address"}, {"final_rep_ms": 0.0}, {"compile_timeout_x": -1.0}):
         with pytest.raises(SweepUsageError):
             SweepConfig(**bad)
     with pytest.raises(SweepUsageError, match="--rungs"):
@@ -409,10 +409,13 @@ class _SleepyBuilds:
     def __init__(self):
         self.order = []
 
-    def compile(self, config, spec):
+    def compile(self, config, spec, timeout_s=float("inf")):
         import time
 
         self.order.append(config["name"])
+        if config["s"] > timeout_s:
+            time.sleep(timeout_s)
+            return {"status": "invalid", "reason": f"compile exceeded {timeout_s:.0f} s", "compile_s": timeout_s}
         time.sleep(config["s"])
         return {"status": "ok", "reason": "", "compile_s": config["s"]}
 
@@ -446,6 +449,43 @@ def test_compiler_serves_a_waiting_trial_before_speculative_builds_and_upgrades_
     order = c._sim.order
     assert order[0] == "spec-a" and set(order[1:3]) == {"trial", "spec-c"} and order[3] == "spec-b"
     assert order.count("spec-c") == 1 and out["spec-c"]["build_s"] == 0.01
+
+
+def test_compiler_cuts_a_compile_at_a_multiple_of_the_nodes_median_once_it_has_seen_enough(monkeypatch):
+    """Before LIMIT_MIN_BUILDS cold compiles a config gets --compile-timeout; after, `timeout_x` times their median
+    (at least LIMIT_FLOOR_S): what took 3 s before is cut at 2 s once the node's median compile is 0.1 s."""
+    from raytune_attn.tune.measure import compile_pool
+    from raytune_attn.tune.sweep.actors import _Compiler
+
+    monkeypatch.setattr(compile_pool, "LIMIT_FLOOR_S", 2.0)  # seconds, not the product's 30: the test sleeps them
+    monkeypatch.setattr(compile_pool, "COLD_S", 0.05)
+    c = _Compiler(1, 10.0, timeout_x=5.0)
+    c._sim = _SleepyBuilds()
+    prob = {**P1, "head_dim": 64}
+    slow = c.compile(prob, {"name": "early-slow", "s": 3.0})
+    assert slow["status"] == "ok"  # the median is not known yet: the 10 s limit
+    for k in range(compile_pool.LIMIT_MIN_BUILDS):
+        assert c.compile(prob, {"name": f"typical-{k}", "s": 0.1})["status"] == "ok"
+    late = c.compile(prob, {"name": "late-slow", "s": 3.0})  # limit max(2, 5 x 0.1) = 2 s
+    assert late["status"] == "invalid" and late["reason"] == "compile exceeded 2 s"
+    assert c.compile(prob, {"name": "late-slow", "s": 3.0})["reason"] == "compile exceeded 2 s"  # built once
+    assert c._sim.order.count("late-slow") == 1
+    off = _Compiler(1, 10.0, timeout_x=0.0)
+    off._sim, off._build_s = _SleepyBuilds(), list(c._build_s)
+    assert off.compile(prob, {"name": "late-slow", "s": 3.0})["status"] == "ok"
+
+
+def test_limit_for_is_a_multiple_of_the_median_cold_compile_between_the_floor_and_the_timeout():
+    from raytune_attn.tune.measure.compile_pool import LIMIT_FLOOR_S, LIMIT_MIN_BUILDS, limit_for
+
+    typical = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0]
+    assert len(typical) == LIMIT_MIN_BUILDS
+    assert limit_for(typical[:-1], 120.0, 10.0) == 120.0  # too few seen
+    assert limit_for(typical, 120.0, 10.0) == 45.0  # 10 x the median, 4.5 s
+    assert limit_for(typical + [0.01] * 20, 120.0, 10.0) == 45.0  # cache loads are not compiles
+    assert limit_for(typical, 30.0, 10.0) == 30.0  # never over --compile-timeout
+    assert limit_for([0.5] * 8, 120.0, 10.0) == LIMIT_FLOOR_S  # never under the floor
+    assert limit_for(typical, 120.0, 0.0) == 120.0  # switched off
 
 
 def time_sleep(s):

@@ -115,6 +115,9 @@ def tune_cmd(
                                         "- 1 with a GPU; 0 = compile in the benchmark actor)."),
     compile_timeout: float = typer.Option(120.0, "--compile-timeout", help="Seconds per compile; over it a config "
                                           "is invalid."),
+    compile_timeout_x: float = typer.Option(10.0, "--compile-timeout-x", help="Also cut a compile at this many "
+                                            "times the node's median compile (at least 30 s; 0: only "
+                                            "--compile-timeout)."),
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Run every config through every rung (FIFO)."),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="Do not measure SDPA's backends on each problem "
                                       "(best_configs.json then has no speed-ups)."),

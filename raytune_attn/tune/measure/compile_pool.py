@@ -54,6 +54,27 @@ def specialization(problem: Problem, config: dict) -> tuple:
             problem.hq == problem.hkv)
 
 
+# A compile far slower than this node's typical one is cut (`limit_for`). On 36 recorded landscapes (H100, H200;
+# study and short spaces) every config that took over 30 s to compile ran at under 15% of its problem's best, every
+# config at half the best or more compiled within 25 s, and the median compile took 0.6-5 s; such compiles are
+# register-spilling giants (256 x 256 tiles on 2 warps), and a GP sweep asks for a few late, each holding its
+# search for the whole limit. Relative to the median, the limit follows the node's CPU and load.
+LIMIT_FLOOR_S = 30.0  # the relative limit never cuts a compile shorter than this
+LIMIT_MIN_BUILDS = 8  # cold compiles seen before the relative limit applies
+COLD_S = 0.3  # compile seconds below this are a load from Triton's on-disk cache, not a compile
+
+
+def limit_for(build_s: list[float], timeout_s: float, multiple: float) -> float:
+    """Seconds the next compile may take: `multiple` times the median of the cold compiles seen (`build_s`: the
+    seconds of the successful compiles so far, cache loads ignored), at least LIMIT_FLOOR_S and at most
+    `timeout_s`; `timeout_s` alone before LIMIT_MIN_BUILDS cold compiles or with `multiple` 0."""
+    cold = sorted(s for s in build_s if s >= COLD_S)
+    if not multiple or len(cold) < LIMIT_MIN_BUILDS:
+        return timeout_s
+    median = (cold[(len(cold) - 1) // 2] + cold[len(cold) // 2]) / 2
+    return min(timeout_s, max(LIMIT_FLOOR_S, multiple * median))
+
+
 # Compile processes run at a lower CPU priority: on a node whose cores they fill, the benchmark actors' timing loops
 # (host launches of flush, spin and kernel) must not wait for a core. On two H200s with 31 compile processes on 32
 # cores, unniced compiles made the small keys' rungs take 3-4x their GPU time.
@@ -188,7 +209,10 @@ class CompilePool:
         while len(self._procs) < limit:
             self._procs.append(self._spawn())
 
-    def compile(self, problem: Problem, configs: Iterable[dict]) -> Iterator[CompileResult]:
+    def compile(self, problem: Problem, configs: Iterable[dict], timeout_s: float | None = None
+                ) -> Iterator[CompileResult]:
+        """Results as they finish; each compile may take `timeout_s` (default: the pool's)."""
+        limit = self.timeout_s if timeout_s is None else timeout_s
         todo = list(configs)
         self.start(len(todo))
         busy: dict[int, tuple[dict, float]] = {}  # worker index -> (config, start time)
@@ -201,7 +225,7 @@ class CompilePool:
             conns = {self._procs[i][1]: i for i in busy}
             # Wake at the nearest deadline: a result that arrives after its limit is over it, even when it comes
             # before the pool looks again.
-            first_due = min(t0 + self.timeout_s for _, t0 in busy.values()) - time.perf_counter()
+            first_due = min(t0 + limit for _, t0 in busy.values()) - time.perf_counter()
             for conn in wait(list(conns), timeout=max(0.0, min(1.0, first_due))):
                 i = conns[conn]
                 cfg, t0 = busy.pop(i)
@@ -211,15 +235,15 @@ class CompilePool:
                     self._replace(i)
                     status, reason, secs, regs, spills, shared = "error", "compile worker died", 0.0, None, None, None
                 took = time.perf_counter() - t0
-                if status == "ok" and took > self.timeout_s:
-                    status, reason, secs = "invalid", f"compile exceeded {self.timeout_s:.0f} s", took
+                if status == "ok" and took > limit:
+                    status, reason, secs = "invalid", f"compile exceeded {limit:.0f} s", took
                 yield CompileResult(problem.key, cfg, status, reason, secs, regs, spills, shared)
             now = time.perf_counter()
             for i, (cfg, t0) in list(busy.items()):
-                if now - t0 > self.timeout_s:
+                if now - t0 > limit:
                     busy.pop(i)
                     self._replace(i)
-                    yield CompileResult(problem.key, cfg, "invalid", f"compile exceeded {self.timeout_s:.0f} s",
+                    yield CompileResult(problem.key, cfg, "invalid", f"compile exceeded {limit:.0f} s",
                                         now - t0)
 
     def _replace(self, i: int):

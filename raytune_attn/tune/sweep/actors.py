@@ -32,7 +32,7 @@ from collections import OrderedDict
 
 import ray
 
-from raytune_attn.tune.measure.compile_pool import interpret_without_gpu, specialization
+from raytune_attn.tune.measure.compile_pool import interpret_without_gpu, limit_for, specialization
 from raytune_attn.tune.sweep import simulate
 
 TRITON_CACHE_DEFAULT = "~/.cache/raytune-attn/triton"
@@ -267,11 +267,15 @@ class _Compiler:
     build waits for one; a trial asking for a config whose speculative build has not started makes it urgent.
     (A plain class so tests can call it without Ray; the actor is `CompileActor`.)"""
 
-    def __init__(self, workers: int, timeout_s: float, cache_dir: str | None = None):
+    def __init__(self, workers: int, timeout_s: float, cache_dir: str | None = None, timeout_x: float = 0.0):
         setup_process_env(cache_dir)
         from raytune_attn.tune.measure.compile_pool import CompilePool
 
         self._sim = simulate.from_env()
+        # Each compile's limit: `timeout_s`, or less once the node's typical compile is known (`timeout_x` times
+        # its median: compile_pool.limit_for).
+        self.timeout_s, self.timeout_x = float(timeout_s), float(timeout_x)
+        self._build_s: list[float] = []  # seconds of this node's successful builds
         self._cv = threading.Condition()  # guards _builds, _free, _waiting
         self._builds: dict[tuple, _Build] = {}  # specialization -> its (possibly running) compile
         self._free = [CompilePool(1, timeout_s=timeout_s) for _ in range(max(1, workers))]
@@ -317,12 +321,17 @@ class _Compiler:
         try:
             pool = self._acquire(build)  # the simulation holds a worker too: it models the pool's width
             try:
+                with self._cv:
+                    limit = limit_for(self._build_s, self.timeout_s, self.timeout_x)
                 if self._sim is not None:
-                    build.out = self._sim.compile(config, key[1:])
+                    build.out = self._sim.compile(config, key[1:], timeout_s=limit)
                 else:
-                    res = next(iter(pool.compile(p, [config])))
+                    res = next(iter(pool.compile(p, [config], timeout_s=limit)))
                     build.out = {"status": res.status, "reason": res.reason, "compile_s": res.compile_s,
                                  "n_regs": res.n_regs, "n_spills": res.n_spills, "shared_bytes": res.shared_bytes}
+                if build.out["status"] == "ok":
+                    with self._cv:
+                        self._build_s.append(float(build.out["compile_s"]))
             finally:
                 self._release(pool)
         except Exception as e:  # noqa: BLE001 - never leave waiters hanging; this config errors

@@ -179,7 +179,7 @@ def _compile_actor(workers: int, plan: Plan, strat, runtime_env):
     # builds (at most 5 each: prefetch.Speculator) waiting for a worker.
     return CompileActor.options(num_cpus=0, max_concurrency=workers + prefetch.MAX_QUEUED + 512,
                                 scheduling_strategy=strat, runtime_env=runtime_env,
-                                ).remote(workers, plan.config.compile_timeout)
+                                ).remote(workers, plan.config.compile_timeout, timeout_x=plan.config.compile_timeout_x)
 
 
 def _bench_actor(accel: str, node: dict, cpu_mode: bool, strat, runtime_env):

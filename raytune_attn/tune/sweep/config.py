@@ -57,6 +57,7 @@ class SweepConfig:
     no_mlflow: bool = False
     compile_workers: int | None = None
     compile_timeout: float = 120.0
+    compile_timeout_x: float = 10.0
     no_early_stop: bool = False
     no_baselines: bool = False
     rungs_ms: tuple[float, ...] = (10.0, 30.0, 60.0)
@@ -123,6 +124,8 @@ def _problems(c: SweepConfig):
     for name in ("compile_timeout", "final_rep_ms"):
         if not getattr(c, name) > 0:
             yield f"{_flag(name)} must be > 0, got {getattr(c, name)}"
+    if not c.compile_timeout_x >= 0:
+        yield f"--compile-timeout-x must be >= 0 (0: only --compile-timeout), got {c.compile_timeout_x}"
     if not c.reduction_factor > 1:
         yield f"--reduction-factor must be > 1 (ASHA keeps 1 in that many configs per rung), got {c.reduction_factor}"
     if c.name is not None and not _NAME.match(c.name):

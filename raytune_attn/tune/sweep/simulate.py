@@ -50,10 +50,14 @@ class SimulatedGPU:
         v = self.landscape.values.get(self._key(config), float("nan"))
         return float(v)
 
-    def compile(self, config: dict, specialization: tuple = ()) -> dict:
+    def compile(self, config: dict, specialization: tuple = (), timeout_s: float = math.inf) -> dict:
         # Triton's cache: a kernel already built for this config and problem specialization only loads.
         key = (self._key(config), specialization)
         s = (CACHE_HIT_S if key in self._built else self.compile_s.get(self._key(config), 1.0)) * self.compile_scale
+        if s > timeout_s:  # the compile pool kills it at its limit
+            time.sleep(timeout_s)
+            return {"status": "invalid", "reason": f"compile exceeded {timeout_s:.0f} s", "compile_s": timeout_s,
+                    "n_regs": None, "n_spills": None, "shared_bytes": None}
         self._built.add(key)
         time.sleep(s)
         ok = math.isfinite(self.tflops(config))
