@@ -58,3 +58,14 @@ def test_a_later_landscape_replaces_an_earlier_ones_keys(landscape, tmp_path):
     again = tmp_path / "again.parquet"
     pd.DataFrame([_row(_cfg(64, 32), 120.0, trial_id="x", t=0)]).to_parquet(again)
     assert load_landscapes([str(landscape), str(again)])[KEY] == {(64, 32, False, 4, 2): 120.0}
+
+
+def test_summary_line_counts_own_trials_apart_from_the_final_remeasure_and_names_no_trial_when_none_reached():
+    from benchmarks.score_vs_exhaustive import summary_line
+
+    g = pd.DataFrame({"winner_in_exhaustive": [1.0, 0.99, 0.5], "best_measured_in_exhaustive": [1.0, 0.99, 0.9],
+                      "trials_to_98": [12.0, None, None]})
+    assert summary_line("s0", g) == ("s0: 2 of 3 keys' winners within 2%; own trials within 2% on 1, the last at "
+                                     "trial 12; with the final re-measure's 2; min 0.50")
+    none = g.assign(trials_to_98=[None, None, None])
+    assert "own trials within 2% on 0;" in summary_line("s1", none)

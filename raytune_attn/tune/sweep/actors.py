@@ -276,7 +276,7 @@ class _Compiler:
         # its median: compile_pool.limit_for).
         self.timeout_s, self.timeout_x = float(timeout_s), float(timeout_x)
         self._build_s: list[float] = []  # seconds of this node's successful builds
-        self._cv = threading.Condition()  # guards _builds, _free, _waiting
+        self._cv = threading.Condition()  # guards _builds, _free, _waiting, _build_s
         self._builds: dict[tuple, _Build] = {}  # specialization -> its (possibly running) compile
         self._free = [CompilePool(1, timeout_s=timeout_s) for _ in range(max(1, workers))]
         self._all = list(self._free)
