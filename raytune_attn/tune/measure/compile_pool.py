@@ -14,6 +14,7 @@ that kind. Without a GPU and a target, the interpreter compiles nothing and a wo
 
 from __future__ import annotations
 
+import math
 import multiprocessing as mp
 import os
 import time
@@ -75,6 +76,15 @@ def limit_for(build_s: list[float], timeout_s: float, multiple: float) -> float:
     return min(timeout_s, max(LIMIT_FLOOR_S, multiple * median))
 
 
+# A worker's start (torch, Triton, a CUDA context) is not part of any compile's time: it says when it is ready, and
+# the pool starts a compile's clock only then. Counted in, a replaced worker's start under load (four sweeps on one
+# host, 60 processes starting torch) took the next compile on it past a 30 s limit, configs that compile in 1-2 s
+# among them.
+READY = "ready"
+START_LIMIT_S = 600.0  # a worker not ready this long after it was started is replaced
+START_ATTEMPTS = 3  # workers that die or hang while starting, in a row, before the pool gives up
+
+
 # Compile processes run at a lower CPU priority: on a node whose cores they fill, the benchmark actors' timing loops
 # (host launches of flush, spin and kernel) must not wait for a core. On two H200s with 31 compile processes on 32
 # cores, unniced compiles made the small keys' rungs take 3-4x their GPU time.
@@ -100,6 +110,10 @@ def _worker(conn, device: str, target_name: str | None):
 
             torch.empty(1, device=device)  # the CUDA context now, while the pool starts, not at the first compile
             target = cross_compile.local_target(torch.cuda.current_device())
+    else:
+        from raytune_attn.tune.measure import workload  # noqa: F401 - torch and the launcher, before the clock
+    time.sleep(float(os.environ.get("RAYTUNE_ATTN_WORKER_START_S", "0")))  # test hook: a slow start
+    conn.send(READY)
     while True:
         msg = conn.recv()
         if msg is None:
@@ -193,13 +207,42 @@ class CompilePool:
         self.target = target
         self._ctx = mp.get_context("spawn")  # never fork a process that holds a CUDA context
         self._procs: list = []
+        self._starting: dict = {}  # connection of a worker not ready yet -> when it was started
+        self._failed_starts = 0  # workers in a row that died or hung while starting
 
     def _spawn(self):
         parent, child = self._ctx.Pipe()
         p = self._ctx.Process(target=_worker, args=(child, self.device, self.target), daemon=True)
         p.start()
         child.close()
+        self._starting[parent] = time.perf_counter()
         return p, parent
+
+    def _started(self, i: int) -> None:
+        """Read worker i's READY (it is waiting in its pipe); replace the worker if it died instead."""
+        conn = self._procs[i][1]
+        try:
+            ok = conn.recv() == READY
+        except EOFError:
+            ok = False
+        if ok:
+            self._starting.pop(conn, None)
+            self._failed_starts = 0
+        else:
+            self._start_failed(i)
+
+    def _start_failed(self, i: int) -> None:
+        self._failed_starts += 1
+        if self._failed_starts >= START_ATTEMPTS:
+            raise RuntimeError(f"compile workers fail to start ({self._failed_starts} in a row)")
+        self._replace(i)
+
+    def _check_starts(self) -> None:
+        """Replace the workers still starting after START_LIMIT_S."""
+        now = time.perf_counter()
+        for i, (_, conn) in enumerate(self._procs):
+            if now - self._starting.get(conn, now) > START_LIMIT_S:
+                self._start_failed(i)
 
     def start(self, n: int | None = None) -> None:
         """Spawn the workers now (at most `n` in all), rather than at the first compile. Each one imports torch and
@@ -218,15 +261,19 @@ class CompilePool:
         busy: dict[int, tuple[dict, float]] = {}  # worker index -> (config, start time)
         while todo or busy:
             for i, (_, conn) in enumerate(self._procs):
-                if i not in busy and todo:
+                if i not in busy and todo and conn not in self._starting:
                     cfg = todo.pop(0)
                     conn.send((problem.to_dict(), cfg))
                     busy[i] = (cfg, time.perf_counter())
             conns = {self._procs[i][1]: i for i in busy}
+            starting = {conn: i for i, (_, conn) in enumerate(self._procs) if conn in self._starting}
             # Wake at the nearest deadline: a result that arrives after its limit is over it, even when it comes
             # before the pool looks again.
-            first_due = min(t0 + limit for _, t0 in busy.values()) - time.perf_counter()
-            for conn in wait(list(conns), timeout=max(0.0, min(1.0, first_due))):
+            first_due = min((t0 + limit for _, t0 in busy.values()), default=math.inf) - time.perf_counter()
+            for conn in wait(list(conns) + list(starting), timeout=max(0.0, min(1.0, first_due))):
+                if conn in starting:
+                    self._started(starting[conn])
+                    continue
                 i = conns[conn]
                 cfg, t0 = busy.pop(i)
                 try:
@@ -245,12 +292,14 @@ class CompilePool:
                     self._replace(i)
                     yield CompileResult(problem.key, cfg, "invalid", f"compile exceeded {limit:.0f} s",
                                         now - t0)
+            self._check_starts()
 
     def _replace(self, i: int):
         proc, conn = self._procs[i]
         proc.kill()
         proc.join(5)
         conn.close()
+        self._starting.pop(conn, None)
         self._procs[i] = self._spawn()
 
     def request_stop(self) -> None:
@@ -272,6 +321,7 @@ class CompilePool:
                 proc.join(1)
             conn.close()
         self._procs = []
+        self._starting = {}
 
     def __enter__(self):
         return self
