@@ -24,9 +24,8 @@ import numpy as np
 
 from benchmarks.miss_rate import SETS
 from benchmarks.replay_args import add_replay_args, check_replay_args
-from benchmarks.search_table import landscapes
+from benchmarks.search_table import landscapes, load_cell
 from raytune_attn.tune.search import gp as gp_module
-from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import Run, run_seeds
 
 
@@ -43,7 +42,7 @@ def probed(path: Path, key: str | None, *, seeds: int, seed_start: int, budget: 
         counts["all_zero"] += int(not np.any(a > 0))
         return a
 
-    land = load_landscape(path, select={"problem_key": key} if key else {})
+    land = load_cell(path, key)
     gp_module.gaussian_ei = counted
     try:
         runs = run_seeds(land, "gp", budget=budget, seeds=seeds, seed_start=seed_start, options={"priors": False})

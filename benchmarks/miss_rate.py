@@ -27,8 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.replay_args import add_replay_args, check_replay_args
-from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes
-from raytune_attn.tune.search.landscape import load_landscape
+from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes, load_cell
 from raytune_attn.tune.search.replay import run_seeds
 
 HELD = DATA / "heldout"
@@ -56,7 +55,7 @@ def measure(path: Path, key: str | None, column: str, *, seeds: int, seed_start:
             noise: float) -> tuple[int, list[int]]:  # fmt: skip
     """The landscape's knobs, and the evaluations to 98% of its best of each seed's run of `column` (budget + 1:
     never)."""
-    land = load_landscape(path, select={"problem_key": key} if key else {})
+    land = load_cell(path, key)
     _, name, opts = next(v for v in VARIANTS if v[0] == column)
     runs = run_seeds(land, name, budget=budget, seeds=seeds, seed_start=seed_start, options=opts, noise=noise)
     return len(land.space.names), [r.evals_to(0.98 * land.best, budget) for r in runs]

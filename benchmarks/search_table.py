@@ -54,12 +54,17 @@ def landscapes(paths: Sequence[Path | str], keys_per_file: int) -> list[tuple[Pa
     return out
 
 
+def load_cell(path: Path, key: str | None):
+    """The landscape of one (file, problem key) pair of `landscapes`: the whole file when `key` is None."""
+    return load_landscape(path, select={"problem_key": key} if key else {})
+
+
 def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float, seed_start: int = 0,
             remeasured: Path | None = None) -> dict[str, list]:  # fmt: skip
     """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, over seeds `seed_start` ..
     `seed_start + seeds - 1`. `remeasured`: a re-measure of the table's best configs (benchmarks.landscape_remeasure)
     whose medians replace their recorded values."""
-    land = load_landscape(path, select={"problem_key": key} if key else {})
+    land = load_cell(path, key)
     if remeasured is not None and key:
         from benchmarks.landscape_remeasure import refined
 
@@ -100,7 +105,7 @@ def measure_warm(target: Path, key: str | None, source: Path, *, seeds: int, bud
     """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, warm-started or cold."""
     from raytune_attn.tune.search.warm import prior_scores
 
-    land = load_landscape(target, select={"problem_key": key} if key else {})
+    land = load_cell(target, key)
     warm = prior_scores(source, land.space.names, problem=land.problem or None)
     out = {}
     for col, name, opts, warm_as in WARM_VARIANTS:

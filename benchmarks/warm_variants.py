@@ -31,10 +31,9 @@ import numpy as np
 import pandas as pd
 
 from benchmarks.replay_args import add_replay_args, check_replay_args
-from benchmarks.search_table import DATA, WARM_PAIRS
+from benchmarks.search_table import DATA, WARM_PAIRS, load_cell
 from benchmarks.search_variants import table
 from raytune_attn.tune.search.gp import GPSearcher
-from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import run_seeds
 from raytune_attn.tune.search.warm import prior_scores
 
@@ -85,7 +84,7 @@ def measure(target: Path, key: str | None, source: Path, variant: str, seeds: in
             seed_start: int = 0) -> tuple[float, int, int]:  # fmt: skip
     """(median, worst evaluations to 98% of the best, seeds within 2% by the budget), warm-started from `source`
     as `replay --no-priors --warm-start` does."""
-    land = load_landscape(target, select={"problem_key": key} if key else {})
+    land = load_cell(target, key)
     warm = prior_scores(source, land.space.names, problem=land.problem or None)
     runs = run_seeds(land, "gp", budget=budget, seeds=seeds, seed_start=seed_start, options={"priors": False},
                      warm=warm, warm_as="model", cls=VARIANTS[variant])  # fmt: skip

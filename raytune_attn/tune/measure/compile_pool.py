@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import multiprocessing as mp
 import os
+import statistics
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -69,11 +70,10 @@ def limit_for(build_s: list[float], timeout_s: float, multiple: float) -> float:
     """Seconds the next compile may take: `multiple` times the median of the cold compiles seen (`build_s`: the
     seconds of the successful compiles so far, cache loads ignored), at least LIMIT_FLOOR_S and at most
     `timeout_s`; `timeout_s` alone before LIMIT_MIN_BUILDS cold compiles or with `multiple` 0."""
-    cold = sorted(s for s in build_s if s >= COLD_S)
+    cold = [s for s in build_s if s >= COLD_S]
     if not multiple or len(cold) < LIMIT_MIN_BUILDS:
         return timeout_s
-    median = (cold[(len(cold) - 1) // 2] + cold[len(cold) // 2]) / 2
-    return min(timeout_s, max(LIMIT_FLOOR_S, multiple * median))
+    return min(timeout_s, max(LIMIT_FLOOR_S, multiple * statistics.median(cold)))
 
 
 # A worker's start (torch, Triton, a CUDA context) is not part of any compile's time: it says when it is ready, and
