@@ -1,8 +1,8 @@
 """Adaptive capping against the exhaustive landscape: for each sweep's trials, the rungs stopped for running over
-10x the problem's best latency, and how good run 7's exhaustive landscape rates those configs (a cap of a config
-at half the best or more is a false cap: a stall, not the config).
+10x the problem's best latency, and how good the H200's exhaustive Llama landscape rates those configs (a cap of a
+config at half the best or more is a false cap: a stall, not the config).
 
-    python docs/benchmarks/false_caps.py h200/run13/capping_trials.parquet h200/run12/call1_*_trials*.parquet
+    python benchmarks/false_caps.py docs/benchmarks/h200/compile_limit/ct-new-s*/trials.parquet
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 KNOBS = ["BLOCK_M", "BLOCK_N", "num_warps", "num_stages", "PRE_LOAD_V"]
-LANDSCAPE = Path(__file__).parent / "h200/run7/llama_exhaustive_x4_nosync.parquet"
+LANDSCAPE = Path(__file__).parents[1] / "docs/benchmarks/h200/llama_landscape_spin/llama_exhaustive_spin.parquet"
 
 
 def main() -> None:
@@ -33,7 +33,8 @@ def main() -> None:
         rel = np.array([value.get((r.problem_key, *(bool(r[k]) if k == "PRE_LOAD_V" else int(r[k]) for k in KNOBS)),
                                   np.nan) / best.get(r.problem_key, np.nan) for _, r in cap.iterrows()])
         top = f"{np.nanmax(rel):.2f}" if np.isfinite(rel).any() else "-"
-        print(f"{Path(path).name:<48} {len(cap):>6} {int((rel >= 0.5).sum()):>12} {int((rel >= 0.1).sum()):>12} "
+        name = Path(path).parent.name if Path(path).name == "trials.parquet" else Path(path).name
+        print(f"{name:<48} {len(cap):>6} {int((rel >= 0.5).sum()):>12} {int((rel >= 0.1).sum()):>12} "
               f"{top:>8}")
 
 

@@ -10,7 +10,8 @@ sweep_best_tflops (the winner as the sweep measured it), winner_in_exhaustive (t
 landscape's best), best_measured_in_exhaustive (the best landscape value among every config the sweep tried: what a
 perfect final re-measure would have named), trials_to_98 (the key's trials in the order they finished, the final
 re-measure's left out, up to the first that tried a config within 2% of the landscape's best; empty when none did),
-exhaustive_best, exhaustive_configs. Prints keys within 2% per run.
+exhaustive_best, exhaustive_configs. Prints keys within 2% per run, and per group of runs: a run named GROUP/NAME
+belongs to GROUP (`group_line`).
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ def main() -> None:
     out.to_csv(args.out, index=False)
     for run, g in out.groupby("run", sort=False):
         print(summary_line(run, g))
+    groups = out.run.str.partition("/")[0]
+    if (out.run.str.contains("/")).any():
+        for group, g in out.groupby(groups, sort=False):
+            print(group_line(group, g))
 
 
 def summary_line(run: str, g: pd.DataFrame) -> str:
@@ -95,6 +100,18 @@ def summary_line(run: str, g: pd.DataFrame) -> str:
     return (f"{run}: {int((g.winner_in_exhaustive >= 0.98).sum())} of {len(g)} keys' winners within 2%; own trials "
             f"within 2% on {len(own)}{last}; with the final re-measure's "
             f"{int((g.best_measured_in_exhaustive >= 0.98).sum())}; min {g.winner_in_exhaustive.min():.2f}")
+
+
+def group_line(group: str, g: pd.DataFrame) -> str:
+    """Several sweeps' scores in a line, counted as searches (a run's problem keys): winners within 2%, searches
+    whose own trials got within 2% (and the latest trial one did), the lowest winner and where it was."""
+    own = g.trials_to_98.dropna()
+    low = g.loc[g.winner_in_exhaustive.idxmin()]
+    last = f", the last at trial {own.max():.0f}" if len(own) else ""
+    n = g.run.nunique()
+    return (f"{group} ({n} sweep{'s' if n > 1 else ''}, {len(g)} searches): winners within 2% in "
+            f"{int((g.winner_in_exhaustive >= 0.98).sum())}; own trials within 2% in {len(own)}{last}; lowest winner "
+            f"{low.winner_in_exhaustive:.3f} ({low.run}, {low.problem_key})")
 
 
 if __name__ == "__main__":

@@ -69,3 +69,12 @@ def test_summary_line_counts_own_trials_apart_from_the_final_remeasure_and_names
                                      "trial 12; with the final re-measure's 2; min 0.50")
     none = g.assign(trials_to_98=[None, None, None])
     assert "own trials within 2% on 0;" in summary_line("s1", none)
+
+
+def test_group_line_counts_the_searches_of_every_run_of_a_group_and_names_the_lowest_winner():
+    from benchmarks.score_vs_exhaustive import group_line
+
+    g = pd.DataFrame({"run": ["a/s0", "a/s0", "a/s1"], "problem_key": ["k1", "k2", "k1"],
+                      "winner_in_exhaustive": [1.0, 0.97, 0.99], "trials_to_98": [12.0, None, 30.0]})
+    assert group_line("a", g) == ("a (2 sweeps, 3 searches): winners within 2% in 2; own trials within 2% in 2, "
+                                  "the last at trial 30; lowest winner 0.970 (a/s0, k2)")
