@@ -55,8 +55,11 @@ def test_trials_export_aggregates_and_ignores_bookkeeping_columns():
 
 def test_table_errors():
     df = pd.DataFrame({"BLOCK_M": [16, 32], "tflops": [1.0, 2.0], "problem_key": ["a", "b"]})
-    with pytest.raises(ValueError, match="--select problem_key"):
+    with pytest.raises(ValueError, match=r"2 values of 'problem_key' \(a, b\); pick one with --select problem_key"):
         load_landscape(df)
+    many = pd.DataFrame({"BLOCK_M": [16] * 5, "tflops": [1.0] * 5, "problem_key": list("edcba")})
+    with pytest.raises(ValueError, match=r"\(a, b, c, ... 2 more\)"):
+        load_landscape(many)
     assert load_landscape(df, select={"problem_key": "b"}).best == 2.0
     with pytest.raises(ValueError, match="objective column 'ms'"):
         load_landscape(df, objective="ms")

@@ -143,6 +143,13 @@ def table_values(df: pd.DataFrame, params: Sequence[str], objective: str) -> dic
     return out
 
 
+def _some(column: pd.Series, shown: int = 3) -> str:
+    """A few of a column's distinct values, for an error that asks the user to pick one."""
+    values = sorted(str(v) for v in column.dropna().unique())
+    more = f", ... {len(values) - shown} more" if len(values) > shown else ""
+    return ", ".join(values[:shown]) + more
+
+
 def load_landscape(
     source: str | Path | pd.DataFrame,
     *,
@@ -155,9 +162,8 @@ def load_landscape(
     cols = parameter_columns(df, objective, params)
     for col in ("problem_key", "gpu"):
         if col in df.columns and col not in cols and df[col].nunique() > 1:
-            raise ValueError(
-                f"the table mixes {df[col].nunique()} values of {col!r}; pick one with --select {col}=VALUE"
-            )
+            raise ValueError(f"the table mixes {df[col].nunique()} values of {col!r} ({_some(df[col])}); pick one "
+                             f"with --select {col}=VALUE")
     if df[cols].isna().any().any():
         bad = [c for c in cols if df[c].isna().any()]
         raise ValueError(f"parameter column(s) {bad} have missing values; name the parameters with --params")
