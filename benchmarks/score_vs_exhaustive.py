@@ -86,31 +86,32 @@ def main() -> None:
     out.to_csv(args.out, index=False)
     for run, g in out.groupby("run", sort=False):
         print(summary_line(run, g))
-    groups = out.run.str.partition("/")[0]
-    if (out.run.str.contains("/")).any():
-        for group, g in out.groupby(groups, sort=False):
+    if out.run.str.contains("/").any():
+        for group, g in out.groupby(out.run.str.partition("/")[0], sort=False):
             print(group_line(group, g))
+
+
+def _own_trials(g: pd.DataFrame) -> str:
+    """How many searches got within 2% in their own trials, and the latest trial one of them did it at."""
+    own = g.trials_to_98.dropna()
+    return f"{len(own)}, the last at trial {own.max():.0f}" if len(own) else "0"
 
 
 def summary_line(run: str, g: pd.DataFrame) -> str:
     """One sweep's scores in a line: winners within 2%, keys whose own trials got within 2% (and the trial the last
     of them did), keys with a measured config within 2% counting the final re-measure's, the lowest winner."""
-    own = g.trials_to_98.dropna()
-    last = f", the last at trial {own.max():.0f}" if len(own) else ""
     return (f"{run}: {int((g.winner_in_exhaustive >= 0.98).sum())} of {len(g)} keys' winners within 2%; own trials "
-            f"within 2% on {len(own)}{last}; with the final re-measure's "
+            f"within 2% on {_own_trials(g)}; with the final re-measure's "
             f"{int((g.best_measured_in_exhaustive >= 0.98).sum())}; min {g.winner_in_exhaustive.min():.2f}")
 
 
 def group_line(group: str, g: pd.DataFrame) -> str:
     """Several sweeps' scores in a line, counted as searches (a run's problem keys): winners within 2%, searches
     whose own trials got within 2% (and the latest trial one did), the lowest winner and where it was."""
-    own = g.trials_to_98.dropna()
     low = g.loc[g.winner_in_exhaustive.idxmin()]
-    last = f", the last at trial {own.max():.0f}" if len(own) else ""
     n = g.run.nunique()
     return (f"{group} ({n} sweep{'s' if n > 1 else ''}, {len(g)} searches): winners within 2% in "
-            f"{int((g.winner_in_exhaustive >= 0.98).sum())}; own trials within 2% in {len(own)}{last}; lowest winner "
+            f"{int((g.winner_in_exhaustive >= 0.98).sum())}; own trials within 2% in {_own_trials(g)}; lowest winner "
             f"{low.winner_in_exhaustive:.3f} ({low.run}, {low.problem_key})")
 
 
