@@ -66,6 +66,11 @@ LIMIT_MIN_BUILDS = 8  # cold compiles seen before the relative limit applies
 COLD_S = 0.3  # compile seconds below this are a load from Triton's on-disk cache, not a compile
 
 
+def over_limit(limit_s: float) -> str:
+    """The reason a compile cut at its limit reports (the simulated GPU reports the same)."""
+    return f"compile exceeded {limit_s:.0f} s"
+
+
 def limit_for(build_s: list[float], timeout_s: float, multiple: float) -> float:
     """Seconds the next compile may take: `multiple` times the median of the cold compiles seen (`build_s`: the
     seconds of the successful compiles so far, cache loads ignored), at least LIMIT_FLOOR_S and at most
@@ -283,15 +288,14 @@ class CompilePool:
                     status, reason, secs, regs, spills, shared = "error", "compile worker died", 0.0, None, None, None
                 took = time.perf_counter() - t0
                 if status == "ok" and took > limit:
-                    status, reason, secs = "invalid", f"compile exceeded {limit:.0f} s", took
+                    status, reason, secs = "invalid", over_limit(limit), took
                 yield CompileResult(problem.key, cfg, status, reason, secs, regs, spills, shared)
             now = time.perf_counter()
             for i, (cfg, t0) in list(busy.items()):
                 if now - t0 > limit:
                     busy.pop(i)
                     self._replace(i)
-                    yield CompileResult(problem.key, cfg, "invalid", f"compile exceeded {limit:.0f} s",
-                                        now - t0)
+                    yield CompileResult(problem.key, cfg, "invalid", over_limit(limit), now - t0)
             self._check_starts()
 
     def _replace(self, i: int):

@@ -19,6 +19,8 @@ import os
 import time
 from functools import cache
 
+from raytune_attn.tune.measure.compile_pool import over_limit
+
 ENV = "RAYTUNE_ATTN_SIMULATE"
 CACHE_HIT_S = 0.05  # a Triton cache hit: spawn-free load of the built binary
 
@@ -56,7 +58,7 @@ class SimulatedGPU:
         s = (CACHE_HIT_S if key in self._built else self.compile_s.get(self._key(config), 1.0)) * self.compile_scale
         if s > timeout_s:  # the compile pool kills it at its limit
             time.sleep(timeout_s)
-            return {"status": "invalid", "reason": f"compile exceeded {timeout_s:.0f} s", "compile_s": timeout_s,
+            return {"status": "invalid", "reason": over_limit(timeout_s), "compile_s": timeout_s,
                     "n_regs": None, "n_spills": None, "shared_bytes": None}
         self._built.add(key)
         time.sleep(s)
