@@ -5,12 +5,14 @@ landscapes of the replay tables of docs/search.md (SETS: the ones the searchers 
 sets) with each searcher of search_table.VARIANTS, seeds `--seed-start` .., up to `--budget` evaluations, and counts
 the runs not yet within 2% after n evaluations for each n of `--at`, and the fewest evaluations after which every
 run is. A searcher's n-th suggestion does not depend on the budget, so one run of the largest budget gives every
-column (and at n = 50 the counts of the tables replayed at budget 50).
+column (and at n = 50 the counts of the tables replayed at budget 50). Beside them, bar (a)'s figure: the geometric
+mean over the landscapes of the median evaluations to 98% by 50, pooled over all and over the held-out sets.
 
     python -m benchmarks.miss_rate --seeds 10 --budget 200 --jobs 2 --out docs/benchmarks/search/miss_rate
 
 `--landscape FILE` (repeatable; FILE::KEY for one problem key) replays those tables instead of the sets, every key of
 each, a set per file (docs/benchmarks/search/miss_rate_llama: the Llama set's keys).
+`--screen` replays the candidates a sweep on each table's GPU would try (replay.sweep_screen).
 `--out DIR` writes `runs.csv` (one row per run: set, landscape, problem key, knobs of its space, searcher, seed,
 evaluations to 98% of the best, budget + 1 when never) and `README.md` (the tables printed, and the command).
 """
@@ -24,6 +26,7 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from benchmarks.replay_args import add_replay_args, check_replay_args
@@ -52,12 +55,13 @@ BAR = 50  # bar (b)'s budget
 
 
 def measure(path: Path, key: str | None, column: str, *, seeds: int, seed_start: int, budget: int,
-            noise: float) -> tuple[int, list[int]]:  # fmt: skip
+            noise: float, screen: bool = False) -> tuple[int, list[int]]:  # fmt: skip
     """The landscape's knobs, and the evaluations to 98% of its best of each seed's run of `column` (budget + 1:
-    never)."""
+    never); `screen`: the candidates a sweep would screen (replay.sweep_screen)."""
     land = load_cell(path, key)
     _, name, opts = next(v for v in VARIANTS if v[0] == column)
-    runs = run_seeds(land, name, budget=budget, seeds=seeds, seed_start=seed_start, options=opts, noise=noise)
+    runs = run_seeds(land, name, budget=budget, seeds=seeds, seed_start=seed_start, options=opts, noise=noise,
+                     screen=screen)
     return len(land.space.names), [r.evals_to(0.98 * land.best, budget) for r in runs]
 
 
@@ -67,11 +71,11 @@ def _measure(args):
 
 
 def collect(sets: dict, columns: Sequence[str], *, seeds: int, seed_start: int, budget: int, noise: float,
-            jobs: int) -> pd.DataFrame:  # fmt: skip
+            jobs: int, screen: bool = False) -> pd.DataFrame:  # fmt: skip
     """One row per run: set, landscape, problem_key, knobs (of its space), searcher, seed, evals_to_98."""
     cells = [(name, path, key, col) for name, (files, per) in sets.items() for path, key in landscapes(files, per)
              for col in columns]  # fmt: skip
-    kw = {"seeds": seeds, "seed_start": seed_start, "budget": budget, "noise": noise}
+    kw = {"seeds": seeds, "seed_start": seed_start, "budget": budget, "noise": noise, "screen": screen}
     with ProcessPoolExecutor(jobs) as pool:  # every run is seeded: the same rows for any --jobs
         results = list(pool.map(_measure, [(path, key, col, kw) for _, path, key, col in cells]))
     rows = []
@@ -93,6 +97,18 @@ def misses(runs: pd.DataFrame, at: Sequence[int], budget: int) -> str:
         every = str(worst) if worst <= budget else f"> {budget} ({(g.evals_to_98 > budget).sum()} runs never)"
         lines.append(f"| {searcher} | {n} | " + " | ".join(cells) + f" | {every} |")
     return "\n".join(lines)
+
+
+def medians(runs: pd.DataFrame, bar: int) -> str:
+    """Bar (a)'s figure per searcher: the median over the seeds of the evaluations to 98% (a run not within 2% by
+    `bar` counted bar + 1), its geometric mean over the landscapes, and the GP without priors over TPE."""
+    capped = runs.assign(e=runs.evals_to_98.clip(upper=bar + 1))
+    med = capped.groupby(["set", "landscape", "problem_key", "searcher"], sort=False).e.median().unstack()
+    geo = np.exp(np.log(med).mean())
+    text = ", ".join(f"{s} {geo[s]:.1f}" for s in dict.fromkeys(runs.searcher))
+    if {"gp no priors", "tpe"} <= set(geo.index):
+        text += f" (gp no priors / tpe {geo['gp no priors'] / geo['tpe']:.2f}x)"
+    return f"{len(med)} landscapes: {text}"
 
 
 def by_group(runs: pd.DataFrame, column: str, at: Sequence[int]) -> str:
@@ -132,7 +148,12 @@ def report(runs: pd.DataFrame, budget: int, at: Sequence[int], command: str) -> 
             f"({n_land} landscapes). Measured by:\n\n    {command}\n")
     cols = [bar, *[n for n in at if bar < n <= budget][:2]]
     after = " / ".join(str(n) for n in cols)
-    parts = [head, misses(runs, at, budget),
+    pooled = (f"Median evaluations to 98% by {bar} ({bar + 1}: not within 2% by then), geometric mean over "
+              + medians(runs, bar))
+    held = runs[runs.set != "developed on"]
+    if 0 < len(held) < len(runs):
+        pooled += f"; over the held-out {medians(held, bar)}"
+    parts = [head, misses(runs, at, budget), pooled + ".",
              f"By set, runs missing 2% after {after} evaluations:\n\n{by_group(runs, 'set', cols)}",
              f"By the number of knobs of the landscape's space (5: the study space), after {after}:\n\n"
              + by_group(runs.sort_values("knobs", kind="stable"), "knobs", cols)]  # fmt: skip
@@ -155,7 +176,7 @@ def given_sets(ap: argparse.ArgumentParser, specs: Sequence[str]) -> dict:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_replay_args(ap, budget=200, out_help="A folder for runs.csv and README.md.")
+    add_replay_args(ap, budget=200, screen=True, out_help="A folder for runs.csv and README.md.")
     ap.add_argument("--at", type=int, action="append", help=f"Evaluations to count misses after (default {AT}).")
     ap.add_argument("--searcher", action="append", choices=[c for c, *_ in VARIANTS],
                     help="Only these searchers (repeatable; default all).")
@@ -171,7 +192,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--landscape and --set both choose the landscapes: give one of them")
     sets = given_sets(ap, a.landscape) if a.landscape else {k: v for k, v in SETS.items() if not a.set or k in a.set}
     runs = collect(sets, a.searcher or [c for c, *_ in VARIANTS], seeds=a.seeds, seed_start=a.seed_start,
-                   budget=a.budget, noise=a.noise, jobs=a.jobs)  # fmt: skip
+                   budget=a.budget, noise=a.noise, jobs=a.jobs, screen=a.screen)  # fmt: skip
     command = "python -m benchmarks.miss_rate " + shlex.join(sys.argv[1:] if argv is None else argv)
     text = report(runs, a.budget, at, command)
     print(text)

@@ -1,5 +1,6 @@
 """The command-line options the replay benchmarks share (search_variants, warm_variants, sibling_replay, miss_rate):
-seeds, budget, processes, first seed, run-to-run spread and the output file, checked before any replay starts."""
+seeds, budget, processes, first seed, run-to-run spread, the sweep's screen and the output file, checked before any
+replay starts."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from raytune_attn.tune.search.replay import check_noise
 
 
 def add_replay_args(ap: argparse.ArgumentParser, *, budget: int, seed_start: bool = True, noise: bool = True,
-                    out_help: str = "Write the table (markdown) here.") -> None:
-    """--seeds, --budget (default `budget`), --jobs, --out, and --seed-start / --noise where the script takes them."""
+                    screen: bool = False, out_help: str = "Write the table (markdown) here.") -> None:
+    """--seeds, --budget (default `budget`), --jobs, --out, and --seed-start / --noise / --screen where the script
+    takes them."""
     ap.add_argument("--seeds", type=int, default=10, help="Seeds per landscape and column (a count).")
     ap.add_argument("--budget", type=int, default=budget, help="Evaluations per run.")
     ap.add_argument("--jobs", type=int, default=1, help="Replays run at once (processes).")
@@ -20,6 +22,9 @@ def add_replay_args(ap: argparse.ArgumentParser, *, budget: int, seed_start: boo
     if noise:
         ap.add_argument("--noise", type=float, default=0.0,
                         help="Run-to-run spread told to the searchers (0.02: 2%%).")
+    if screen:
+        ap.add_argument("--screen", action="store_true", help="Candidates as a sweep on each table's GPU screens them "
+                        "(replay.sweep_screen): configs it knows cannot fit cost no evaluation.")
     ap.add_argument("--out", type=Path, help=out_help)
 
 

@@ -60,10 +60,11 @@ def load_cell(path: Path, key: str | None):
 
 
 def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float, seed_start: int = 0,
-            remeasured: Path | None = None) -> dict[str, list]:  # fmt: skip
+            remeasured: Path | None = None, screen: bool = False) -> dict[str, list]:  # fmt: skip
     """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, over seeds `seed_start` ..
     `seed_start + seeds - 1`. `remeasured`: a re-measure of the table's best configs (benchmarks.landscape_remeasure)
-    whose medians replace their recorded values."""
+    whose medians replace their recorded values; `screen`: the candidates a sweep would screen
+    (replay.sweep_screen)."""
     land = load_cell(path, key)
     if remeasured is not None and key:
         from benchmarks.landscape_remeasure import refined
@@ -72,7 +73,7 @@ def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: floa
     out = {}
     for col, name, opts in VARIANTS:
         s = replay(land, [name], budget=budget, seeds=seeds, seed_start=seed_start, noise=noise,
-                   options={name: opts})[name]  # fmt: skip
+                   options={name: opts}, screen=screen)[name]  # fmt: skip
         e = s["evals_to_98"]
         out[col] = [e["median"], e["max"], s["reached_98"]]
     return out
@@ -165,6 +166,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--write", type=Path, help="Put the table into this Markdown file between the markers.")
     ap.add_argument("--section", help="With --write: the markers of this named section instead of the default ones.")
     ap.add_argument("--jobs", type=int, default=1, help="Landscapes measured in parallel processes.")
+    ap.add_argument("--screen", action="store_true", help="The main table on the candidates a sweep on each table's "
+                    "GPU would try (replay.sweep_screen).")
     ap.add_argument("--no-warm", dest="warm", action="store_false", help="Leave out the warm-start table.")
     ap.add_argument("--warm-from", type=Path, help="Only a warm-start table: each landscape started from this "
                     "results table (instead of the main table and WARM_PAIRS), at one --noise level (default 0).")
@@ -194,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         warm_pairs, cells = [(path, key, a.warm_from) for path, key in landscapes(paths, a.keys_per_file)], []
     with ProcessPoolExecutor(a.jobs) as ex:  # every cell is seeded: the same table for any --jobs
         futures = [ex.submit(measure, path, key, seeds=a.seeds, budget=a.budget, noise=noise, seed_start=a.seed_start,
-                             remeasured=a.remeasured) for path, key, noise in cells]  # fmt: skip
+                             remeasured=a.remeasured, screen=a.screen) for path, key, noise in cells]  # fmt: skip
         warm_futures = [ex.submit(measure_warm, target, key, source, seeds=a.seeds, budget=a.budget, noise=warm_noise,
                                   seed_start=a.seed_start) for target, key, source in warm_pairs]  # fmt: skip
         rows = []
@@ -210,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            + f" --keys-per-file {a.keys_per_file} --seeds {a.seeds}"
            + (f" --seed-start {a.seed_start}" if a.seed_start else "") + f" --budget {a.budget}"
            + "".join(f" --noise {n}" for n in a.noise or []) + ("" if a.warm else " --no-warm")
-           + (f" --remeasured {a.remeasured}" if a.remeasured else "")
+           + (f" --remeasured {a.remeasured}" if a.remeasured else "") + (" --screen" if a.screen else "")
            + (f" --warm-from {a.warm_from}" if a.warm_from else "")
            + (f" --section {a.section}" if a.section else ""))  # fmt: skip
     last = a.seed_start + a.seeds - 1

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.miss_rate import SETS, by_group, main, measure, misses, worst_runs
+from benchmarks.miss_rate import SETS, by_group, main, measure, medians, misses, worst_runs
 from benchmarks.search_table import landscapes
 from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import replay
@@ -72,6 +72,15 @@ def test_tables_count_runs_missing_after_each_budget():
     assert "| none | | | |" in worst_runs(_runs(), "gp", [250], 200)
 
 
+def test_bar_a_pools_the_medians_capped_at_the_bar():
+    """Per landscape the median of the seeds' evaluations, a run past the bar counted bar + 1; geometric mean over the
+    landscapes: gp (40, 10, 5), tpe (51, 2, 51)."""
+    assert medians(_runs(), 50) == "3 landscapes: gp 12.6, tpe 17.3"
+    named = _runs().replace({"searcher": {"gp": "gp no priors"}})
+    assert medians(named, 50).endswith("(gp no priors / tpe 0.73x)")
+    assert medians(_runs(), 100) == "3 landscapes: gp 12.6, tpe 26.2"  # tpe: x 100, y 2, z 90
+
+
 def test_command_writes_the_runs_and_the_tables(tmp_path, capsys):
     out = tmp_path / "mr"
     assert main(["--set", "H200 study", "--searcher", "random", "--seeds", "2", "--budget", "6", "--at", "3",
@@ -95,6 +104,20 @@ def test_given_landscapes_replace_the_sets_each_file_a_set(tmp_path):
     runs = pd.read_csv(out / "runs.csv", keep_default_na=False)
     assert list(runs.set) == [SHORT.stem] * len(keys) + [other.stem]  # every key of a file, or the one named
     assert list(runs.problem_key[: len(keys)]) == keys
+
+
+def test_screen_replays_the_candidates_a_sweep_would_try(tmp_path):
+    """--screen: each run is replay's with the sweep's screen of that table."""
+    from raytune_attn.tune.search.replay import run_seeds
+
+    path = Path("tests/data/heldout/h200_fp16_d256_full.parquet")
+    out = tmp_path / "mr"
+    assert main(["--landscape", str(path), "--searcher", "random", "--seeds", "2", "--budget", "30", "--at", "10",
+                 "--screen", "--out", str(out)]) == 0  # fmt: skip
+    land = load_landscape(path)
+    want = [r.evals_to(0.98 * land.best, 30) for r in run_seeds(land, "random", budget=30, seeds=2, screen=True)]
+    assert list(pd.read_csv(out / "runs.csv").evals_to_98) == want
+    assert "--screen" in (out / "README.md").read_text()
 
 
 @pytest.mark.parametrize("argv, message", [(["--at", "0"], "--at"), (["--budget", "0"], "--budget"),

@@ -332,3 +332,56 @@ def test_replay_cli_tpe_and_noise(synthetic_path, tmp_path, capsys):
     assert set(doc) == {"tpe", "random"} and "tpe" in capsys.readouterr().out
     assert main(argv[:-2] + ["--noise", "0.9"]) == 2
     assert "--noise is a relative spread" in capsys.readouterr().err
+
+
+def _rejected_by_validation(land, arch: str, head_dim: int, dtype: str) -> set:
+    """The configs the one validation refuses for the problem: the reference the sweep's screen must match."""
+    from raytune_attn.config import InvalidConfig
+    from raytune_attn.validation import check
+
+    out = set()
+    for c in land.space.configs():
+        try:
+            check(c, head_dim=head_dim, arch=arch, dtype=dtype)
+        except InvalidConfig:
+            out.add(land.space.key(c))
+    return out
+
+
+def test_screen_replays_the_candidates_a_sweep_tries():
+    """--screen: the searchers draw only the configs a sweep on the table's GPU would try; the best stays the table's.
+    On the H100 D=128 causal table the rejected configs are exactly failed ones, which unscreened runs do spend
+    evaluations on."""
+    from raytune_attn.tune.search.replay import run_seeds, sweep_screen
+
+    land = load_landscape(RECORDED[0])
+    df = pd.read_parquet(RECORDED[0])
+    rejected = _rejected_by_validation(land, df.arch.iloc[0], int(df.head_dim.iloc[0]), df.dtype.iloc[0])
+    assert rejected and all(np.isnan(land.values[k]) for k in rejected)
+    screen = sweep_screen(land)
+    assert {land.space.key(c) for c in land.space.configs() if not screen.accepts(c)} == rejected
+    for name in ("random", "gp"):
+        screened = run_seeds(land, name, budget=40, seeds=2, screen=True, options={"priors": False} if name == "gp"
+                             else None)  # fmt: skip
+        assert not any(land.space.key(c) in rejected for r in screened for c in r.configs)
+    plain = run_seeds(land, "random", budget=40, seeds=2)
+    assert any(land.space.key(c) in rejected for r in plain for c in r.configs)
+
+
+def test_replay_cli_screen_line_and_a_table_it_cannot_screen(tmp_path, capsys):
+    """The screen's counts as a line above the table, from the validation; a table without its arch is refused with
+    what it lacks, before any run."""
+    land_path = RECORDED[0]
+    land, df = load_landscape(land_path), pd.read_parquet(land_path)
+    rejected = _rejected_by_validation(land, df.arch.iloc[0], int(df.head_dim.iloc[0]), df.dtype.iloc[0])
+    ran = sum(np.isfinite(land.values[k]) for k in rejected)
+    argv = ["replay", "--landscape", str(land_path), "--searcher", "random", "--budget", "5", "--seeds", "1"]
+    assert main([*argv, "--screen"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first == (f"screen ({df.arch.iloc[0]}, head dim {df.head_dim.iloc[0]}, {df.dtype.iloc[0]}): "
+                     f"{len(land.values) - len(rejected)} of {len(land.values)} configs are candidates; it rejects "
+                     f"{len(rejected) - ran} failed and {ran} measured configs")
+    bare = tmp_path / "no_arch.parquet"
+    df.drop(columns="arch").to_parquet(bare)
+    assert main([*argv[:2], str(bare), *argv[3:], "--screen"]) == 2
+    assert capsys.readouterr().err.strip().endswith("the table records no single arch")

@@ -22,6 +22,7 @@ def test_defaults_and_the_options_a_script_leaves_out():
     assert (b.seeds, b.budget) == (3, 7) and not hasattr(b, "seed_start") and not hasattr(b, "noise")
     with pytest.raises(SystemExit):
         _parse(["--noise", "0.02"], budget=50, noise=False)  # not an option of that script
+    assert not hasattr(a, "screen") and _parse(["--screen"], budget=50, screen=True).screen
 
 
 @pytest.mark.parametrize("argv, named", [(["--seeds", "0"], "--seeds"), (["--budget", "-1"], "--budget"),

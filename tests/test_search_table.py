@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from conftest import needs_optuna
 
-from benchmarks.search_table import BEGIN, END, main, measure_warm, write
+from benchmarks.search_table import BEGIN, END, main, measure, measure_warm, write
 
 DATA = Path(__file__).parent / "data"
 
@@ -68,3 +68,23 @@ def test_warm_from_without_noise_gives_each_landscape_one_row(tmp_path):
     main(["--landscape", str(target), "--warm-from", str(source), "--seeds", "1", "--budget", "3", "--write", str(doc)])
     rows = [line for line in doc.read_text().splitlines() if line.startswith(f"| {target.stem} ")]
     assert len(rows) == 1 and "spread" not in doc.read_text()
+
+
+
+@needs_optuna  # the main table's TPE column
+def test_screen_replays_each_searcher_on_the_sweeps_candidates(tmp_path, monkeypatch):
+    """--screen: every cell's replay screens the candidates, the table's cells are those, and its command says so."""
+    import benchmarks.search_table as st
+
+    path = DATA / "landscape_h100_d64_full_s1024.parquet"
+    doc = tmp_path / "search.md"
+    doc.write_text("# Search\n")
+    main(["--landscape", str(path), "--seeds", "1", "--budget", "8", "--noise", "0", "--no-warm", "--screen",
+          "--write", str(doc)])  # fmt: skip
+    screens, real = [], st.replay
+    monkeypatch.setattr(st, "replay", lambda *a, **kw: screens.append(kw["screen"]) or real(*a, **kw))
+    got = measure(path, None, seeds=1, budget=8, noise=0.0, screen=True)
+    assert screens == [True] * len(st.VARIANTS)
+    row = next(line for line in doc.read_text().splitlines() if line.startswith(f"| {path.stem} "))
+    assert [c.strip() for c in row.strip("|").split("|")][2:] == [f"{m:g} / {w} ({n}/1)" for m, w, n in got.values()]
+    assert "--no-warm --screen" in doc.read_text()

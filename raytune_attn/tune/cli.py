@@ -205,6 +205,9 @@ def replay_cmd(
                                    "directory or a landscape of other shapes or another GPU) as the searchers' prior."),
     warm_as: str = typer.Option("model", "--warm-as", help="model: the GP takes every earlier result into its model, "
                                 "the others start from the 6 best; design: every searcher starts from the 6 best."),
+    screen: bool = typer.Option(False, "--screen", help="Candidates as a sweep on the table's GPU screens them (the "
+                                "validation for its arch, head dim and dtype): configs it knows cannot fit cost no "
+                                "evaluation."),
 ):
     """Measure searchers on a recorded landscape, without a GPU: evaluations to reach 95%/98% of the best, and the
     compile seconds spent."""
@@ -214,7 +217,7 @@ def replay_cmd(
                          objective=objective,
                          params=params or [], select=select or [], concurrency=concurrency, json_out=json_out,
                          gp_options=gp_option or [], cold_compile=cold_compile, no_priors=no_priors,
-                         noise=noise, warm_start=warm_start, warm_as=warm_as))
+                         noise=noise, warm_start=warm_start, warm_as=warm_as, screen=screen))
     if json_out:
         print(f"wrote {json_out}")
 

@@ -14,7 +14,8 @@ the selected problem shares its binaries with the table's other problems (a swee
 config once, for whichever key comes first, and records cache loads of a few ms for the others).
 The problem fields the table records one value of (`head_dim`, `seqlen_q`, `causal`, ...) are the landscape's
 `problem`, and when it records one `arch`, its space takes the priors (priors.py) of the shipped space file of that
-arch (search_spaces/*/<arch>.yaml): a replay starts where a sweep on that GPU would.
+arch (search_spaces/*/<arch>.yaml): a replay starts where a sweep on that GPU would. The arch is kept (`arch`): a
+replay may screen the candidates as a sweep on that GPU does (replay.sweep_screen).
 """
 
 from __future__ import annotations
@@ -61,6 +62,7 @@ class Landscape:
     head_dim: int | None = None  # the problem's head dim, when the table records one
     compile_s: dict[tuple, float] = field(default_factory=dict)  # space.key(config) -> compile seconds, if recorded
     problem: dict = field(default_factory=dict)  # the problem fields the table records one value of
+    arch: str | None = None  # the GPU architecture the table records, when it records one
 
     @property
     def best(self) -> float:
@@ -186,7 +188,7 @@ def load_landscape(
                 key = tuple(_native(k) for k in (key if isinstance(key, tuple) else (key,)))
                 if key in values and np.isfinite(v):
                     compile_s[key] = float(v)
-    return Landscape(space, values, objective, head_dim, compile_s, problem)
+    return Landscape(space, values, objective, head_dim, compile_s, problem, None if arch is None else str(arch))
 
 
 def _single(df: pd.DataFrame, col: str):

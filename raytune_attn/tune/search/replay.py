@@ -15,6 +15,11 @@ With `noise` > 0, each run measures every config once with run-to-run noise: its
 standard normal drawn per config and run from the run's seed (the same noisy table for every searcher of a seed).
 The searcher sees the noisy values; the trace, and so "reaches 98% of the best", uses the true values of the
 configs measured so far: a sweep's final re-measure of its best configs picks the true best among them.
+With `screen`, the searchers draw from the candidates a sweep on the table's GPU would: those that the one
+validation accepts for the recorded arch, head dim and dtype (`sweep_screen`, what the sweep passes as `prefilter`).
+A recorded table holds every config of its space, also those a sweep never tries because the screen knows they
+cannot fit (shared memory); without `screen` they are candidates, and each one a searcher picks costs an evaluation.
+The best is the table's best either way: a screen that rejected a config that ran would show as a miss.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ from raytune_attn.tune.search.base import DiscreteSearcher
 from raytune_attn.tune.search.gp import GPSearcher
 from raytune_attn.tune.search.landscape import Landscape, load_landscape
 from raytune_attn.tune.search.warm import check_warm_as, prior_scores, warm_options
+from raytune_attn.validation import Screen
 
 THRESHOLDS = (0.95, 0.98)
 
@@ -113,14 +119,36 @@ def run_searcher(searcher: DiscreteSearcher, landscape: Landscape, budget: int, 
     return Run(trace, configs, compile_s)
 
 
+def sweep_screen(landscape: Landscape) -> Screen:
+    """The pre-filter a sweep on the table's GPU screens its candidates with (sweep/run.py): the one validation for
+    the recorded arch, head dim, dtype and GQA group. ValueError naming what the table does not record."""
+    p = landscape.problem
+    missing = ([] if landscape.arch else ["arch"]) + [f for f in ("head_dim", "dtype") if f not in p]
+    if missing:
+        raise ValueError(f"--screen screens the candidates as a sweep on the table's GPU would: the table records no "
+                         f"single {' or '.join(missing)}")
+    group = p["hq"] // p["hkv"] if p.get("hq") and p.get("hkv") else 1
+    return Screen.for_problem(landscape.arch, p["head_dim"], p["dtype"], group)
+
+
+def screen_line(landscape: Landscape, screen: Screen) -> str:
+    """How many of the table's configs the screen keeps, and what it rejects: failed configs, and measured ones (a
+    false reject, which would hide a config that ran)."""
+    rejected = [c for c in landscape.space.configs() if not screen.accepts(c)]
+    ran = sum(bool(np.isfinite(landscape.value(c))) for c in rejected)
+    n = len(landscape.values)
+    return (f"screen ({screen.arch}, head dim {screen.head_dim}, {screen.dtype}): {n - len(rejected)} of {n} configs "
+            f"are candidates; it rejects {len(rejected) - ran} failed and {ran} measured configs")
+
+
 def run_seeds(landscape: Landscape, name: str, *, budget: int = 40, seeds: int = 10, seed_start: int = 0,
               concurrency: int = 1, options: Mapping[str, Any] | None = None, noise: float = 0.0,
               warm: Sequence[tuple[dict, float | None]] | None = None, warm_as: str = "model",
-              cls: type[DiscreteSearcher] | None = None) -> list[Run]:  # fmt: skip
+              cls: type[DiscreteSearcher] | None = None, screen: bool = False) -> list[Run]:  # fmt: skip
     """One run of searcher `name` (with `options`) per seed, `seed_start` .. `seed_start + seeds - 1`; the other
     arguments as in `replay`. `cls`: a class to build instead of `name`'s (a variant of it, as the benchmarks
-    compare; `name` still chooses the warm-start options). Bad counts, spread or warm mode are refused before any
-    run."""
+    compare; `name` still chooses the warm-start options). Bad counts, spread, warm mode or a table that cannot be
+    screened are refused before any run."""
     if budget < 1 or seeds < 1:
         raise ValueError("--budget and --seeds must be at least 1")
     if seed_start < 0:
@@ -128,10 +156,13 @@ def run_seeds(landscape: Landscape, name: str, *, budget: int = 40, seeds: int =
     check_noise(noise)
     check_warm_as(warm_as)
     make = cls or searcher_class(name)  # an unknown name is refused here, before any run
+    prefilter = sweep_screen(landscape) if screen else None
     out = []
     for seed in range(seed_start, seed_start + seeds):
         opts = dict(options or {})
         opts.setdefault("problem", landscape.problem or None)  # the GP's priors read it, as in a sweep
+        if prefilter is not None:
+            opts.setdefault("prefilter", prefilter)
         if warm:
             opts.update(warm_options(name, warm, warm_as))
         s = make(landscape.space, metric=landscape.objective, seed=seed, **opts)
@@ -152,17 +183,19 @@ def replay(
     noise: float = 0.0,
     warm: Sequence[tuple[dict, float | None]] | None = None,
     warm_as: str = "model",
+    screen: bool = False,
 ) -> dict[str, dict]:
-    """`warm`: earlier results (warm.prior_scores of another table); with `warm_as` "model" the GP takes them all
-    into its model and the other searchers start from their best configs, with "design" every searcher starts from
-    those configs (warm.warm_options). Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...},
+    """`screen`: the candidates a sweep on the table's GPU would screen (module doc). `warm`: earlier results
+    (warm.prior_scores of another table); with `warm_as` "model" the GP takes them all into its model and the other
+    searchers start from their best configs, with "design" every searcher starts from those configs
+    (warm.warm_options). Summary per searcher: {"evals_to_95": {"median", "max"}, "evals_to_98": {...},
     "reached_98" (seeds that reached 98% of the best within the budget), "best_at_budget": {"median"},
     "compile_s_to_98": {"median", "max"}, "compile_s_total": {"median", "max"}}."""
     best = landscape.best
     out = {}
     for name in searchers:
         runs = run_seeds(landscape, name, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
-                         options=(options or {}).get(name), noise=noise, warm=warm, warm_as=warm_as)
+                         options=(options or {}).get(name), noise=noise, warm=warm, warm_as=warm_as, screen=screen)
         summary: dict[str, Any] = {}
         for p in THRESHOLDS:
             evals = [r.evals_to(p * best, budget) for r in runs]
@@ -213,9 +246,10 @@ def replay_command(
     noise: float = 0.0,
     warm_start: str | None = None,
     warm_as: str = "model",
+    screen: bool = False,
 ) -> str:
     """What `raytune-attn replay` runs; returns the printed table. `no_priors`: the GP without the space's priors
-    (start, moves, coupled pairs), as `--gp-option priors=false`; `noise`: see the module docstring;
+    (start, moves, coupled pairs), as `--gp-option priors=false`; `noise`, `screen`: see the module docstring;
     `warm_start`: a results table used as the searchers' prior (`warm_as`, see `replay`)."""
     check_warm_as(warm_as)
     sel = {}
@@ -243,6 +277,7 @@ def replay_command(
         opts["priors"] = False
     land = load_landscape(landscape, objective=objective, params=list(params or ()) or None, select=sel,
                           cold_compile=cold_compile)  # fmt: skip
+    screened = sweep_screen(land) if screen else None
     names = list(searchers) or ["gp", "random"]
     for name in names:
         searcher_class(name)  # an unknown name is refused before any run, and so is tpe without Optuna
@@ -251,7 +286,8 @@ def replay_command(
     warm = (prior_scores(warm_start, land.space.names, objective=objective, problem=land.problem or None)
             if warm_start else None)
     summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
-                     options={"gp": opts}, noise=noise, warm=warm, warm_as=warm_as)  # fmt: skip
+                     options={"gp": opts}, noise=noise, warm=warm, warm_as=warm_as, screen=screen)  # fmt: skip
     if json_out:
         Path(json_out).write_text(json.dumps(summary, indent=2) + "\n")
-    return format_table(summary, land)
+    table = format_table(summary, land)
+    return table if screened is None else f"{screen_line(land, screened)}\n{table}"
