@@ -24,6 +24,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import pandas as pd
+import pyarrow.parquet as pq
 
 from benchmarks.replay_table import geomean, runs_cell, summary_cell
 from raytune_attn.tune.search.landscape import load_landscape
@@ -48,8 +49,8 @@ def landscapes(paths: Sequence[Path | str], keys_per_file: int) -> list[tuple[Pa
         if key:
             out.append((p, key))
             continue
-        df = pd.read_parquet(p, columns=None)
-        keys = sorted(df.problem_key.unique()) if "problem_key" in df.columns else [None]
+        has_keys = "problem_key" in pq.read_schema(p).names  # the one column read: tables hold thousands of rows
+        keys = sorted(pd.read_parquet(p, columns=["problem_key"]).problem_key.unique()) if has_keys else [None]
         out += [(p, k) for k in (keys[:keys_per_file] if keys_per_file else keys)]
     return out
 
