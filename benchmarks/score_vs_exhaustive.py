@@ -10,14 +10,15 @@ sweep_best_tflops (the winner as the sweep measured it), winner_in_exhaustive (t
 landscape's best), best_measured_in_exhaustive (the best landscape value among every config the sweep tried: what a
 perfect final re-measure would have named), trials_to_98 (the key's trials in the order they finished, the final
 re-measure's left out, up to the first that tried a config within 2% of the landscape's best; empty when none did),
-exhaustive_best, exhaustive_configs. Prints keys within 2% per run, and per group of runs: a run named GROUP/NAME
-belongs to GROUP (`group_line`).
+trials (the key's trials, the final re-measure's left out), exhaustive_best, exhaustive_configs. Prints keys within
+2% per run, and per group of runs: a run named GROUP/NAME belongs to GROUP (`group_line`).
 """
 
 from __future__ import annotations
 
 import argparse
 
+import numpy as np
 import pandas as pd
 
 KNOBS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
@@ -63,7 +64,7 @@ def score(run: str, trials_path: str, lands: dict[str, dict[tuple, float]]) -> l
         rows.append({"run": run, "problem_key": pk, "sweep_best_tflops": float(winner.tflops),
                      "winner_in_exhaustive": land.get(_key(winner), 0.0) / best,
                      "best_measured_in_exhaustive": max(tried) / best, "trials_to_98": trials_to(order, 0.98 * best),
-                     "exhaustive_best": best, "exhaustive_configs": len(land)})
+                     "trials": len(order), "exhaustive_best": best, "exhaustive_configs": len(land)})
     return rows
 
 
@@ -107,12 +108,20 @@ def summary_line(run: str, g: pd.DataFrame) -> str:
 
 def group_line(group: str, g: pd.DataFrame) -> str:
     """Several sweeps' scores in a line, counted as searches (a run's problem keys): winners within 2%, searches
-    whose own trials got within 2% (and the latest trial one did), the lowest winner and where it was."""
+    whose own trials got within 2% (and the latest trial one did), the trials to 2% as replay's bar (a) counts
+    evaluations (`_trials_to_98`), the lowest winner and where it was."""
     low = g.loc[g.winner_in_exhaustive.idxmin()]
     n = g.run.nunique()
     return (f"{group} ({n} sweep{'s' if n > 1 else ''}, {len(g)} searches): winners within 2% in "
-            f"{int((g.winner_in_exhaustive >= 0.98).sum())}; own trials within 2% in {_own_trials(g)}; lowest winner "
-            f"{low.winner_in_exhaustive:.3f} ({low.run}, {low.problem_key})")
+            f"{int((g.winner_in_exhaustive >= 0.98).sum())}; own trials within 2% in {_own_trials(g)}; "
+            f"{_trials_to_98(g)}; lowest winner {low.winner_in_exhaustive:.3f} ({low.run}, {low.problem_key})")
+
+
+def _trials_to_98(g: pd.DataFrame) -> str:
+    """Per key the median over the runs of the trials to 2% (a search not there counted its trials + 1), geometric
+    mean over the keys."""
+    per_key = g.trials_to_98.fillna(g.trials + 1).groupby(g.problem_key).median()
+    return f"trials to 2%, geometric mean over keys of the median: {np.exp(np.log(per_key).mean()):.1f}"
 
 
 if __name__ == "__main__":

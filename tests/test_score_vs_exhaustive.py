@@ -51,6 +51,7 @@ def test_score_values_the_final_winner_and_counts_trials_in_finishing_order(land
     assert row["winner_in_exhaustive"] == pytest.approx(0.99)
     assert row["best_measured_in_exhaustive"] == pytest.approx(0.99)
     assert row["trials_to_98"] == 4  # 51, failed, stopped 64x32, then 64x64 at 0.99 of the best
+    assert row["trials"] == 4  # the final re-measure's two are not trials of the search
     assert row["exhaustive_best"] == 100.0 and row["exhaustive_configs"] == 3
 
 
@@ -75,6 +76,9 @@ def test_group_line_counts_the_searches_of_every_run_of_a_group_and_names_the_lo
     from benchmarks.score_vs_exhaustive import group_line
 
     g = pd.DataFrame({"run": ["a/s0", "a/s0", "a/s1"], "problem_key": ["k1", "k2", "k1"],
-                      "winner_in_exhaustive": [1.0, 0.97, 0.99], "trials_to_98": [12.0, None, 30.0]})
+                      "winner_in_exhaustive": [1.0, 0.97, 0.99], "trials_to_98": [12.0, None, 30.0],
+                      "trials": [50, 50, 50]})
+    # k1: median of 12 and 30 = 21; k2: never, its 50 trials + 1 = 51; sqrt(21 * 51) = 32.7
     assert group_line("a", g) == ("a (2 sweeps, 3 searches): winners within 2% in 2; own trials within 2% in 2, "
-                                  "the last at trial 30; lowest winner 0.970 (a/s0, k2)")
+                                  "the last at trial 30; trials to 2%, geometric mean over keys of the median: 32.7; "
+                                  "lowest winner 0.970 (a/s0, k2)")
