@@ -26,10 +26,10 @@ from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from benchmarks.replay_args import add_replay_args, check_replay_args
+from benchmarks.replay_table import geomean
 from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes, load_cell
 from raytune_attn.tune.search.replay import run_seeds
 
@@ -104,9 +104,9 @@ def medians(runs: pd.DataFrame, bar: int) -> str:
     `bar` counted bar + 1), its geometric mean over the landscapes, and the GP without priors over TPE."""
     capped = runs.assign(e=runs.evals_to_98.clip(upper=bar + 1))
     med = capped.groupby(["set", "landscape", "problem_key", "searcher"], sort=False).e.median().unstack()
-    geo = np.exp(np.log(med).mean())
+    geo = {s: geomean(med[s]) for s in med.columns}
     text = ", ".join(f"{s} {geo[s]:.1f}" for s in dict.fromkeys(runs.searcher))
-    if {"gp no priors", "tpe"} <= set(geo.index):
+    if {"gp no priors", "tpe"} <= set(geo):
         text += f" (gp no priors / tpe {geo['gp no priors'] / geo['tpe']:.2f}x)"
     return f"{len(med)} landscapes: {text}"
 

@@ -70,7 +70,6 @@ def test_warm_from_without_noise_gives_each_landscape_one_row(tmp_path):
     assert len(rows) == 1 and "spread" not in doc.read_text()
 
 
-
 @needs_optuna  # the main table's TPE column
 def test_screen_replays_each_searcher_on_the_sweeps_candidates(tmp_path, monkeypatch):
     """--screen: every cell's replay screens the candidates, the table's cells are those, and its command says so."""
