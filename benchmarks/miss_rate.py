@@ -14,7 +14,9 @@ mean over the landscapes of the median evaluations to 98% by 50, pooled over all
 each, a set per file (docs/benchmarks/search/miss_rate_llama: the Llama set's keys).
 `--screen` replays the candidates a sweep on each table's GPU would try (replay.sweep_screen).
 `--out DIR` writes `runs.csv` (one row per run: set, landscape, problem key, knobs of its space, searcher, seed,
-evaluations to 98% of the best, budget + 1 when never) and `README.md` (the tables printed, and the command).
+evaluations to 98% of the best, budget + 1 when never, the budget) and `README.md` (the tables printed, and the
+command). `--runs FILE` (repeatable) reports earlier runs.csv files pooled instead of replaying (seeds 0-9 and 10-19
+as 20), cut to `--budget` (default: the smallest of theirs); `--out` then writes the README.md only.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from benchmarks.bootstrap import ratio_interval
 from benchmarks.replay_args import add_replay_args, check_replay_args
 from benchmarks.replay_table import geomean
 from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes, load_cell
@@ -52,6 +55,8 @@ SETS = {
 }  # fmt: skip
 AT = (25, 50, 75, 100, 150, 200)
 BAR = 50  # bar (b)'s budget
+PROBLEM = ["set", "landscape", "problem_key"]  # a run's problem: one landscape's key
+COLUMNS = [*PROBLEM, "knobs", "searcher", "seed", "evals_to_98", "budget"]  # runs.csv
 
 
 def measure(path: Path, key: str | None, column: str, *, seeds: int, seed_start: int, budget: int,
@@ -72,7 +77,7 @@ def _measure(args):
 
 def collect(sets: dict, columns: Sequence[str], *, seeds: int, seed_start: int, budget: int, noise: float,
             jobs: int, screen: bool = False) -> pd.DataFrame:  # fmt: skip
-    """One row per run: set, landscape, problem_key, knobs (of its space), searcher, seed, evals_to_98."""
+    """One row per run: set, landscape, problem_key, knobs (of its space), searcher, seed, evals_to_98, budget."""
     cells = [(name, path, key, col) for name, (files, per) in sets.items() for path, key in landscapes(files, per)
              for col in columns]  # fmt: skip
     kw = {"seeds": seeds, "seed_start": seed_start, "budget": budget, "noise": noise, "screen": screen}
@@ -81,8 +86,33 @@ def collect(sets: dict, columns: Sequence[str], *, seeds: int, seed_start: int, 
     rows = []
     for (name, path, key, col), (knobs, evals) in zip(cells, results, strict=True):
         rows += [{"set": name, "landscape": Path(path).stem, "problem_key": key or "", "knobs": knobs,
-                  "searcher": col, "seed": seed_start + i, "evals_to_98": e} for i, e in enumerate(evals)]  # fmt: skip
+                  "searcher": col, "seed": seed_start + i, "evals_to_98": e, "budget": budget}
+                 for i, e in enumerate(evals)]  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def saved_runs(paths: Sequence[Path], budget: int | None = None) -> pd.DataFrame:
+    """The runs.csv files of earlier commands, pooled (seeds 0-9 and 10-19 as one of 20) and cut to `budget` (default:
+    the smallest the files ran with), as a run's n-th suggestion does not depend on its budget. ValueError naming the
+    file when one lacks a column or ran fewer than `budget` evaluations, or naming the run when two files hold the same
+    seed of one searcher on one landscape."""
+    frames = []
+    for path in paths:
+        df = pd.read_csv(path, keep_default_na=False)  # an empty problem_key: every key of the file
+        missing = [c for c in COLUMNS if c not in df.columns]
+        if missing:
+            raise ValueError(f"{path}: not a runs.csv of this command, no column {', '.join(missing)}")
+        frames.append(df[COLUMNS])
+    runs = pd.concat(frames, ignore_index=True)
+    budget = budget or int(runs.budget.min())
+    short = [(str(path), int(f.budget.min())) for path, f in zip(paths, frames, strict=True) if f.budget.min() < budget]
+    if short:
+        raise ValueError(f"{short[0][0]} ran {short[0][1]} evaluations, fewer than the budget {budget}")
+    twice = runs[runs.duplicated(PROBLEM + ["searcher", "seed"])]
+    if len(twice):
+        r = twice.iloc[0]
+        raise ValueError(f"seed {r.seed} of {r.searcher} on {r.landscape} {r.problem_key} is in two of the runs files")
+    return runs.assign(evals_to_98=runs.evals_to_98.clip(upper=budget + 1), budget=budget)
 
 
 def misses(runs: pd.DataFrame, at: Sequence[int], budget: int) -> str:
@@ -101,13 +131,19 @@ def misses(runs: pd.DataFrame, at: Sequence[int], budget: int) -> str:
 
 def medians(runs: pd.DataFrame, bar: int) -> str:
     """Bar (a)'s figure per searcher: the median over the seeds of the evaluations to 98% (a run not within 2% by
-    `bar` counted bar + 1), its geometric mean over the landscapes, and the GP without priors over TPE."""
+    `bar` counted bar + 1), its geometric mean over the landscapes, and the GP without priors over TPE with its 95%
+    bootstrap interval over the seeds (benchmarks.bootstrap; with two seeds or more)."""
     capped = runs.assign(e=runs.evals_to_98.clip(upper=bar + 1))
-    med = capped.groupby(["set", "landscape", "problem_key", "searcher"], sort=False).e.median().unstack()
+    med = capped.groupby(PROBLEM + ["searcher"], sort=False).e.median().unstack()
     geo = {s: geomean(med[s]) for s in med.columns}
     text = ", ".join(f"{s} {geo[s]:.1f}" for s in dict.fromkeys(runs.searcher))
     if {"gp no priors", "tpe"} <= set(geo):
-        text += f" (gp no priors / tpe {geo['gp no priors'] / geo['tpe']:.2f}x)"
+        text += f" (gp no priors / tpe {geo['gp no priors'] / geo['tpe']:.2f}x"
+        if runs.seed.nunique() > 1:
+            gp, tpe = (capped[capped.searcher == s] for s in ("gp no priors", "tpe"))
+            lo, hi = ratio_interval(gp, tpe, problem=PROBLEM, unit="seed", value="e")
+            text += f", 95% interval over the seeds {lo:.2f}-{hi:.2f}x"
+        text += ")"
     return f"{len(med)} landscapes: {text}"
 
 
@@ -174,6 +210,26 @@ def given_sets(ap: argparse.ArgumentParser, specs: Sequence[str]) -> dict:
     return sets
 
 
+def saved(ap: argparse.ArgumentParser, a: argparse.Namespace) -> pd.DataFrame:
+    """--runs: the files' runs (of --searcher's searchers, when given) cut to --budget when given; a usage error for a
+    replay option beside it, a missing file or one saved_runs refuses."""
+    replaying = [f"--{n.replace('_', '-')}" for n in ("landscape", "set", "screen", "noise", "seed_start", "seeds")
+                 if getattr(a, n) != ap.get_default(n)]  # fmt: skip
+    if replaying:
+        ap.error(f"--runs reports saved runs: {', '.join(replaying)} would choose runs to replay, give none")
+    for path in a.runs:
+        if not path.is_file():
+            ap.error(f"--runs {path}: no such file")
+    try:
+        runs = saved_runs(a.runs, None if a.budget == ap.get_default("budget") else a.budget)
+    except ValueError as e:
+        ap.error(f"--runs: {e}")
+    runs = runs[runs.searcher.isin(a.searcher)] if a.searcher else runs
+    if runs.empty:
+        ap.error(f"--runs: no run of {', '.join(a.searcher)} in the files")
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_replay_args(ap, budget=200, screen=True, out_help="A folder for runs.csv and README.md.")
@@ -183,6 +239,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--set", action="append", choices=list(SETS), help="Only these sets of landscapes (repeatable).")
     ap.add_argument("--landscape", action="append", help="Instead of the sets: this recorded table, every problem key "
                     "of it, or FILE::PROBLEM_KEY for one (repeatable; each file is a set of its own).")
+    ap.add_argument("--runs", action="append", type=Path, help="Instead of replaying: report this runs.csv of an "
+                    "earlier command, pooled with the others given (repeatable; --budget must be theirs).")
     a = ap.parse_args(argv)
     check_replay_args(ap, a)
     at = sorted(set(a.at or AT))
@@ -190,15 +248,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error(f"--at counts evaluations: at least 1, got {at[0]}")
     if a.landscape and a.set:
         ap.error("--landscape and --set both choose the landscapes: give one of them")
-    sets = given_sets(ap, a.landscape) if a.landscape else {k: v for k, v in SETS.items() if not a.set or k in a.set}
-    runs = collect(sets, a.searcher or [c for c, *_ in VARIANTS], seeds=a.seeds, seed_start=a.seed_start,
-                   budget=a.budget, noise=a.noise, jobs=a.jobs, screen=a.screen)  # fmt: skip
+    runs = saved(ap, a) if a.runs else collect(
+        given_sets(ap, a.landscape) if a.landscape else {k: v for k, v in SETS.items() if not a.set or k in a.set},
+        a.searcher or [c for c, *_ in VARIANTS], seeds=a.seeds, seed_start=a.seed_start, budget=a.budget,
+        noise=a.noise, jobs=a.jobs, screen=a.screen)  # fmt: skip
     command = "python -m benchmarks.miss_rate " + shlex.join(sys.argv[1:] if argv is None else argv)
-    text = report(runs, a.budget, at, command)
+    text = report(runs, int(runs.budget.iloc[0]) if a.runs else a.budget, at, command)
     print(text)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
-        runs.to_csv(a.out / "runs.csv", index=False)
+        if not a.runs:  # saved runs stay in the files the command names
+            runs.to_csv(a.out / "runs.csv", index=False)
         (a.out / "README.md").write_text(f"# Runs missing 2% of the best, by budget\n\n{text}")
     return 0
 

@@ -37,7 +37,7 @@ for part in $PARTS; do
       paired llama-2gpu 300 0,1 16; keep llama-2gpu
       python3 -c "import json; w = [json.load(open('$OUT/llama-%s_summary.json' % g))['tune_wall_s'] \
 for g in ('1gpu', '2gpu')]; print(f'Tune wall: one GPU {w[0]:.1f} s, two {w[1]:.1f} s, {w[0] / w[1]:.2f}x')"
-      python3 benchmarks/score_vs_exhaustive.py --landscape tests/data/h200/llama_exhaustive_x4_nosync.parquet \
+      python3 -m benchmarks.score_vs_exhaustive --landscape tests/data/h200/llama_exhaustive_x4_nosync.parquet \
         --landscape tests/data/h200/llama_exhaustive_b64_s16_spin.parquet \
         --sweep "1gpu=$OUT/llama-1gpu_trials.parquet" --sweep "2gpu=$OUT/llama-2gpu_trials.parquet" \
         --out "$OUT/pooling_vs_exhaustive.csv" ;;

@@ -1,7 +1,7 @@
 """Score sweeps' winners against exhaustive landscapes of the same GPU type: per problem key, the exhaustive
 landscape's value of the config each sweep named (its final re-measure's best), over the landscape's best.
 
-    python3 benchmarks/score_vs_exhaustive.py --landscape h200/run7/llama_exhaustive_x4_nosync.parquet \
+    python3 -m benchmarks.score_vs_exhaustive --landscape h200/run7/llama_exhaustive_x4_nosync.parquet \
         --landscape h200/run7/llama_exhaustive_b64_s16_spin.parquet \
         --sweep r9_1gpu=h200/run9/llama-1gpu_trials.parquet ... --out h200/run9/sweeps_vs_exhaustive.csv
 
@@ -11,15 +11,19 @@ landscape's best), best_measured_in_exhaustive (the best landscape value among e
 perfect final re-measure would have named), trials_to_98 (the key's trials in the order they finished, the final
 re-measure's left out, up to the first that tried a config within 2% of the landscape's best; empty when none did),
 trials (the key's trials, the final re-measure's left out), exhaustive_best, exhaustive_configs. Prints keys within
-2% per run, and per group of runs: a run named GROUP/NAME belongs to GROUP (`group_line`).
+2% per run, and per group of runs: a run named GROUP/NAME belongs to GROUP (`group_line`). `--ratio A:B` (repeatable)
+prints group A's trials to 2% over group B's, with its 95% bootstrap interval over the sweeps (`ratio_line`).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
-import numpy as np
 import pandas as pd
+
+from benchmarks.bootstrap import ratio_interval
+from benchmarks.replay_table import geomean
 
 KNOBS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
 
@@ -68,28 +72,40 @@ def score(run: str, trials_path: str, lands: dict[str, dict[tuple, float]]) -> l
     return rows
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--landscape", action="append", required=True)
     ap.add_argument("--sweep", action="append", required=True, help="RUN=trials.parquet")
     ap.add_argument("--out", required=True)
     ap.add_argument("--min-configs", type=int, default=250, help="skip keys whose landscape has fewer measured "
                     "configs (partial landscapes: their best may be missing)")
-    args = ap.parse_args()
-    lands = {k: v for k, v in load_landscapes(args.landscape).items() if len(v) >= args.min_configs}
-    rows = []
-    for spec in args.sweep:
-        run, _, path = spec.partition("=")
+    ap.add_argument("--ratio", action="append", default=[], help="A:B, two groups of runs (GROUP/NAME): A's trials to "
+                    "2% over B's, with a bootstrap interval over their sweeps (repeatable)")
+    args = ap.parse_args(argv)
+    sweeps = [spec.partition("=") for spec in args.sweep]
+    for spec, (_, _, path) in zip(args.sweep, sweeps, strict=True):
         if not path:
             ap.error(f"--sweep takes RUN=trials.parquet, got {spec!r}")
+    groups = {run.partition("/")[0] for run, _, _ in sweeps if "/" in run}
+    for spec in args.ratio:
+        pair = spec.split(":")
+        if len(pair) != 2 or not set(pair) <= groups:
+            ap.error(f"--ratio takes A:B, two groups of the --sweep runs ({', '.join(sorted(groups)) or 'none'}), "
+                     f"got {spec!r}")
+    lands = {k: v for k, v in load_landscapes(args.landscape).items() if len(v) >= args.min_configs}
+    rows = []
+    for run, _, path in sweeps:
         rows += score(run, path, lands)
     out = pd.DataFrame(rows)
     out.to_csv(args.out, index=False)
     for run, g in out.groupby("run", sort=False):
         print(summary_line(run, g))
     if out.run.str.contains("/").any():
-        for group, g in out.groupby(out.run.str.partition("/")[0], sort=False):
+        by_group = dict(list(out.groupby(out.run.str.partition("/")[0], sort=False)))
+        for group, g in by_group.items():
             print(group_line(group, g))
+        for a, b in (spec.split(":") for spec in args.ratio):
+            print(ratio_line(a, by_group[a], b, by_group[b]))
 
 
 def _own_trials(g: pd.DataFrame) -> str:
@@ -120,8 +136,24 @@ def group_line(group: str, g: pd.DataFrame) -> str:
 def _trials_to_98(g: pd.DataFrame) -> str:
     """Per key the median over the runs of the trials to 2% (a search not there counted its trials + 1), geometric
     mean over the keys."""
-    per_key = g.trials_to_98.fillna(g.trials + 1).groupby(g.problem_key).median()
-    return f"trials to 2%, geometric mean over keys of the median: {np.exp(np.log(per_key).mean()):.1f}"
+    return f"trials to 2%, geometric mean over keys of the median: {_figure(g):.1f}"
+
+
+def _figure(g: pd.DataFrame) -> float:
+    return geomean(_counted(g).groupby("problem_key").trials_to.median())
+
+
+def _counted(g: pd.DataFrame) -> pd.DataFrame:
+    """The searches with `trials_to`: their trials to 2%, or their trials + 1 when they never got there."""
+    return g.assign(trials_to=g.trials_to_98.fillna(g.trials + 1))
+
+
+def ratio_line(a: str, ga: pd.DataFrame, b: str, gb: pd.DataFrame) -> str:
+    """Group a's trials to 2% (`_trials_to_98`) over group b's, with the 95% interval of that ratio when each
+    group's sweeps are drawn again with replacement (benchmarks.bootstrap; each sweep must score the same keys)."""
+    lo, hi = ratio_interval(_counted(ga), _counted(gb), problem=["problem_key"], unit="run", value="trials_to")
+    return (f"{a} / {b}, trials to 2%: {_figure(ga) / _figure(gb):.2f}x (95% interval over the sweeps "
+            f"{lo:.2f}-{hi:.2f}x, {ga.run.nunique()} and {gb.run.nunique()} sweeps)")
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from benchmarks.miss_rate import SETS, by_group, main, measure, medians, misses, worst_runs
+from benchmarks.bootstrap import ratio_interval
+from benchmarks.miss_rate import AT, SETS, by_group, main, measure, medians, misses, report, saved_runs, worst_runs
 from benchmarks.search_table import landscapes
 from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import replay
@@ -77,7 +78,11 @@ def test_bar_a_pools_the_medians_capped_at_the_bar():
     landscapes: gp (40, 10, 5), tpe (51, 2, 51)."""
     assert medians(_runs(), 50) == "3 landscapes: gp 12.6, tpe 17.3"
     named = _runs().replace({"searcher": {"gp": "gp no priors"}})
-    assert medians(named, 50).endswith("(gp no priors / tpe 0.73x)")
+    capped = named.assign(e=named.evals_to_98.clip(upper=51))
+    lo, hi = ratio_interval(*(capped[capped.searcher == s] for s in ("gp no priors", "tpe")),
+                            problem=["set", "landscape", "problem_key"], unit="seed", value="e")  # fmt: skip
+    assert medians(named, 50).endswith(f"(gp no priors / tpe 0.73x, 95% interval over the seeds {lo:.2f}-{hi:.2f}x)")
+    assert medians(named[named.seed == 0], 50).endswith("tpe 0.84x)")  # one seed (3, 10, 51 / 51, 1, 51): no interval
     assert medians(_runs(), 100) == "3 landscapes: gp 12.6, tpe 26.2"  # tpe: x 100, y 2, z 90
 
 
@@ -120,6 +125,50 @@ def test_screen_replays_the_candidates_a_sweep_would_try(tmp_path):
     assert "--screen" in (out / "README.md").read_text()
 
 
+def test_saved_runs_pool_into_the_report_of_one_replay_of_every_seed(tmp_path, capsys):
+    """--runs: seeds 0-1 and 2 saved apart report as the replay of seeds 0-2 does."""
+    common = ["--set", "H200 study", "--searcher", "random", "--budget", "6", "--at", "3"]
+    saves = {"a": ["--seeds", "2"], "b": ["--seeds", "1", "--seed-start", "2"], "all": ["--seeds", "3"]}
+    for name, seeds in saves.items():
+        assert main([*common, *seeds, "--out", str(tmp_path / name)]) == 0
+    capsys.readouterr()
+    pooled = ["--runs", str(tmp_path / "a" / "runs.csv"), "--runs", str(tmp_path / "b" / "runs.csv")]
+    assert main([*pooled, "--budget", "6", "--at", "3", "--out", str(tmp_path / "pooled")]) == 0
+    assert not (tmp_path / "pooled" / "runs.csv").exists()  # the runs stay in the files the command names
+    got, want = ((tmp_path / d / "README.md").read_text().split("\n") for d in ("pooled", "all"))
+    assert "--runs" in got[4] and got[:4] + got[5:] == want[:4] + want[5:]  # all but the command
+    assert "\n".join(got) + "\n" == "# Runs missing 2% of the best, by budget\n\n" + capsys.readouterr().out
+
+
+def test_saved_runs_are_cut_to_a_smaller_budget_as_a_shorter_replay_would_be(tmp_path):
+    common = ["--set", "H200 study", "--searcher", "random", "--seeds", "2", "--at", "3"]
+    for name, budget in (("long", "12"), ("short", "5")):
+        assert main([*common, "--budget", budget, "--out", str(tmp_path / name)]) == 0
+    long, short = (pd.read_csv(tmp_path / d / "runs.csv") for d in ("long", "short"))
+    assert (long.evals_to_98 > 6).any()  # the cut changes something
+    pd.testing.assert_frame_equal(saved_runs([tmp_path / "long" / "runs.csv"], 5), short)
+    short.assign(seed=short.seed + 2).to_csv(tmp_path / "later.csv", index=False)
+    pooled = saved_runs([tmp_path / "long" / "runs.csv", tmp_path / "later.csv"])  # no budget: the smallest, 5
+    pd.testing.assert_frame_equal(pooled, pd.concat([short, short.assign(seed=short.seed + 2)], ignore_index=True))
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--screen"], "--screen would choose runs to replay"),
+    (["--seeds", "3"], "--seeds would choose"),
+    (["--budget", "8"], "ran 6 evaluations, fewer than the budget 8"),
+    (["--searcher", "tpe"], "no run of tpe in the files"),
+    (["--runs", "nowhere.csv"], "--runs nowhere.csv: no such file"),
+    (["--runs", "{dir}/runs.csv"], "is in two of the runs files"),
+    (["--runs", "{dir}/README.md"], "no column set, landscape"),
+])  # fmt: skip
+def test_bad_saved_runs_are_refused(tmp_path, capsys, extra, message):
+    assert main(["--set", "H200 study", "--searcher", "random", "--seeds", "1", "--budget", "6", "--out",
+                 str(tmp_path)]) == 0  # fmt: skip
+    with pytest.raises(SystemExit):
+        main(["--runs", str(tmp_path / "runs.csv"), "--budget", "6", *[e.format(dir=tmp_path) for e in extra]])
+    assert message in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("argv, message", [(["--at", "0"], "--at"), (["--budget", "0"], "--budget"),
                                            (["--set", "nowhere"], "--set"),
                                            (["--landscape", "nowhere.parquet"], "no such file"),
@@ -128,3 +177,24 @@ def test_bad_flags_are_refused_before_any_replay(argv, message, capsys):
     with pytest.raises(SystemExit):
         main(argv)
     assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("readme", sorted((ROOT / "docs" / "benchmarks" / "search").glob("miss_rate*/**/README.md")),
+                         ids=lambda p: str(p.parent.relative_to(ROOT / "docs" / "benchmarks" / "search")))
+def test_committed_reports_are_their_runs_reports(readme, capsys):
+    """Each committed README.md is what its command prints from the runs.csv beside it (or, for --runs, the files it
+    names): the tables and bar (a)'s figures in the docs come from the committed runs."""
+    text = readme.read_text()
+    command = re.search(r"Measured by:\n\n    (.+)\n", text).group(1)
+    argv = shlex.split(command)[3:]
+    if "--runs" not in argv:
+        budget = int(argv[argv.index("--budget") + 1])
+        at = sorted({int(argv[i + 1]) for i, a in enumerate(argv) if a == "--at"} or set(AT))
+        runs = pd.read_csv(readme.parent / "runs.csv", keep_default_na=False)
+        assert set(runs.budget) == {budget}
+        assert text == f"# Runs missing 2% of the best, by budget\n\n{report(runs, budget, at, command)}"
+    else:
+        argv = [str(ROOT / a) if a.endswith("runs.csv") else a for a in argv[: argv.index("--out")]]
+        assert main(argv) == 0
+        printed = capsys.readouterr().out
+        assert text.split("\n")[5:] == printed.split("\n")[3:-1]  # all but the command, whose paths are absolute here

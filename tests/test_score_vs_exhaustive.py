@@ -82,3 +82,29 @@ def test_group_line_counts_the_searches_of_every_run_of_a_group_and_names_the_lo
     assert group_line("a", g) == ("a (2 sweeps, 3 searches): winners within 2% in 2; own trials within 2% in 2, "
                                   "the last at trial 30; trials to 2%, geometric mean over keys of the median: 32.7; "
                                   "lowest winner 0.970 (a/s0, k2)")
+
+
+def test_ratio_line_divides_two_groups_trials_to_2_percent_and_bounds_it_over_their_sweeps():
+    from benchmarks.bootstrap import ratio_interval
+    from benchmarks.score_vs_exhaustive import ratio_line
+
+    def group(name, trials_to):  # sweeps x keys k1, k2; None: never within 2% in 50 trials (counted 51)
+        return pd.DataFrame([{"run": f"{name}/s{i}", "problem_key": f"k{j + 1}", "trials_to_98": t, "trials": 50}
+                             for i, row in enumerate(trials_to) for j, t in enumerate(row)])  # fmt: skip
+
+    a, b = group("a", [[10, 20], [12, None], [8, 30]]), group("b", [[20, 40], [30, 50]])
+    # a: k1 median 10, k2 median of 20, 51, 30 = 30; b: k1 25, k2 45; sqrt(300) / sqrt(1125) = 0.516
+    lo, hi = ratio_interval(a.assign(v=a.trials_to_98.fillna(51)), b.assign(v=b.trials_to_98.fillna(51)),
+                            problem=["problem_key"], unit="run", value="v")  # fmt: skip
+    want = f"a / b, trials to 2%: 0.52x (95% interval over the sweeps {lo:.2f}-{hi:.2f}x, 3 and 2 sweeps)"
+    assert ratio_line("a", a, "b", b) == want
+
+
+@pytest.mark.parametrize("ratio", ["a:c", "a", "a:b:c"])
+def test_a_ratio_of_groups_not_given_is_refused_before_scoring(ratio, capsys):
+    from benchmarks.score_vs_exhaustive import main
+
+    with pytest.raises(SystemExit):
+        main(["--landscape", "nowhere.parquet", "--sweep", "a/s0=x.parquet", "--sweep", "b/s0=y.parquet",
+              "--ratio", ratio, "--out", "unused.csv"])  # fmt: skip
+    assert "--ratio takes A:B, two groups of the --sweep runs (a, b)" in capsys.readouterr().err

@@ -19,5 +19,5 @@ add gp-nopriors-cold-b10 llama_search/nopriors-cold10 llama_search/nopriors-cold
 add gp-nopriors-share-b10 llama_search/nopriors-share10 llama_search/nopriors-share10-s1 \
   share_compile_ahead/{pre,old,old2,new,new2,now}
 add gp-nopriors-warm-b10 llama_search/nopriors-warm10
-python3 benchmarks/score_vs_exhaustive.py --landscape $H/llama_landscape_spin/llama_exhaustive_spin.parquet "${s[@]}" \
-  --out $H/llama_landscape_spin/scores.csv
+python3 -m benchmarks.score_vs_exhaustive --landscape $H/llama_landscape_spin/llama_exhaustive_spin.parquet "${s[@]}" \
+  --ratio gp-nopriors-b50:tpe-b50 --out $H/llama_landscape_spin/scores.csv
