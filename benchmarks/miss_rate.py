@@ -1,12 +1,13 @@
-"""Runs that end more than 2% from the best, by budget: every landscape of docs/search.md's replay tables, per searcher.
+"""Runs that end more than 2% from the best, by budget: every landscape of the search docs' replay tables, per searcher.
 
 Bar (b) of issue #36 asks every seed within 2% of the best by 50 evaluations on every landscape. This replays the
-landscapes of the replay tables of docs/search.md (SETS: the ones the searchers were developed on, then the held-out
-sets) with each searcher of search_table.VARIANTS, seeds `--seed-start` .., up to `--budget` evaluations, and counts
-the runs not yet within 2% after n evaluations for each n of `--at`, and the fewest evaluations after which every
-run is. A searcher's n-th suggestion does not depend on the budget, so one run of the largest budget gives every
-column (and at n = 50 the counts of the tables replayed at budget 50). Beside them, bar (a)'s figure: the geometric
-mean over the landscapes of the median evaluations to 98% by 50, pooled over all and over the held-out sets.
+landscapes of the replay tables of docs/search.md and docs/benchmarks/search/heldout.md (SETS: the ones the searchers
+were developed on, then the held-out sets) with each searcher of search_table.VARIANTS, seeds `--seed-start` .., up to
+`--budget` evaluations, and counts the runs not yet within 2% after n evaluations for each n of `--at`, and the fewest
+evaluations after which every run is. A searcher's n-th suggestion does not depend on the budget, so one run of the
+largest budget gives every column (and at n = 50 the counts of the tables replayed at budget 50). Beside them, bar (a)'s
+figure: the geometric mean over the landscapes of the median evaluations to 98% by 50, pooled over all and over the
+held-out sets.
 
     python -m benchmarks.miss_rate --seeds 10 --budget 200 --jobs 2 --out docs/benchmarks/search/miss_rate
 
@@ -37,7 +38,8 @@ from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes, lo
 from raytune_attn.tune.search.replay import run_seeds
 
 HELD = DATA / "heldout"
-# Set -> (files, problem keys per file: 0 = all), as the seven search_table commands of docs/search.md give them.
+# Set -> (files, problem keys per file: 0 = all), as the seven search_table commands of docs/search.md (the first)
+# and docs/benchmarks/search/heldout.md give them.
 SETS = {
     "developed on": (DEVELOPED_ON, 1),
     "held-out": ([HELD / f"{n}.parquet" for n in ("h100_bf16_d256_causal", "h100_fp16_d128_causal",

@@ -11,8 +11,8 @@ results of the same shape among others, and the reverse, cold and warm, GP and T
     python -m benchmarks.search_table --seeds 10 --write docs/search.md
 
 `--write` replaces the text between the markers BEGIN and END in that file (appends them when absent); with
-`--section NAME` the markers name the section, so one file holds several tables (e.g. the held-out landscapes of
-tests/data/heldout/, kept apart from the ones the searchers were developed on).
+`--section NAME` the markers name the section, so one file holds several tables (the held-out landscapes of
+tests/data/heldout/ in docs/benchmarks/search/heldout.md, kept apart from the ones the searchers were developed on).
 """
 
 from __future__ import annotations

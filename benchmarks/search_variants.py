@@ -67,7 +67,7 @@ from raytune_attn.tune.search.landscape import _native, load_landscape, read_tab
 from raytune_attn.tune.search.replay import run_seeds
 
 # The held-out landscapes the variants tables were measured on (those recorded up to 2026-11-27); later recordings
-# in tests/data/heldout are replayed by benchmarks.search_table (docs/search.md, "Held-out landscapes").
+# in tests/data/heldout are replayed by benchmarks.search_table (docs/benchmarks/search/heldout.md).
 HELD_OUT = ("h100_bf16_d256_causal", "h100_fp16_d128_causal", "h100_fp16_d128_full_gqa", "h100_fp16_d64_causal",
             "h100_llama_exhaustive", "h200_bf16_d256_causal", "h200_fp16_d128_causal", "h200_fp16_d128_full_gqa",
             "h200_fp16_d64_causal")  # fmt: skip
