@@ -31,10 +31,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.bootstrap import ratio_interval
+from benchmarks.bootstrap import paired_ratio_interval, ratio_interval
 from benchmarks.replay_args import add_replay_args, check_replay_args
 from benchmarks.replay_table import geomean
 from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes, load_cell
+from benchmarks.search_variants import VARIANTS as GP_VARIANTS
+from benchmarks.search_variants import variant_runs
 from raytune_attn.tune.search.replay import run_seeds
 
 HELD = DATA / "heldout"
@@ -58,6 +60,9 @@ SETS = {
 AT = (25, 50, 75, 100, 150, 200)
 BAR = 50  # bar (b)'s budget
 PROBLEM = ["set", "landscape", "problem_key"]  # a run's problem: one landscape's key
+BASE = "gp no priors"  # what the variants of search_variants change
+VARIANT = "variant: "  # a searcher named VARIANT + NAME is search_variants.VARIANTS[NAME]
+SEARCHERS = [c for c, *_ in VARIANTS] + [VARIANT + v for v in GP_VARIANTS if v != "no priors"]
 COLUMNS = [*PROBLEM, "knobs", "searcher", "seed", "evals_to_98", "budget"]  # runs.csv
 
 
@@ -65,10 +70,14 @@ def measure(path: Path, key: str | None, column: str, *, seeds: int, seed_start:
             noise: float, screen: bool = False) -> tuple[int, list[int]]:  # fmt: skip
     """The landscape's knobs, and the evaluations to 98% of its best of each seed's run of `column` (budget + 1:
     never); `screen`: the candidates a sweep would screen (replay.sweep_screen)."""
-    land = load_cell(path, key)
-    _, name, opts = next(v for v in VARIANTS if v[0] == column)
-    runs = run_seeds(land, name, budget=budget, seeds=seeds, seed_start=seed_start, options=opts, noise=noise,
-                     screen=screen)
+    if column.startswith(VARIANT):
+        land, runs = variant_runs(path, key, column.removeprefix(VARIANT), seeds=seeds, budget=budget,
+                                  seed_start=seed_start, noise=noise, screen=screen)  # fmt: skip
+    else:
+        land = load_cell(path, key)
+        _, name, opts = next(v for v in VARIANTS if v[0] == column)
+        runs = run_seeds(land, name, budget=budget, seeds=seeds, seed_start=seed_start, options=opts, noise=noise,
+                         screen=screen)  # fmt: skip
     return len(land.space.names), [r.evals_to(0.98 * land.best, budget) for r in runs]
 
 
@@ -149,6 +158,24 @@ def medians(runs: pd.DataFrame, bar: int) -> str:
     return f"{len(med)} landscapes: {text}"
 
 
+def against_base(runs: pd.DataFrame, bar: int) -> str | None:
+    """Each variant's bar (a) figure over the GP without priors' on the same seeds and landscapes, with its paired
+    95% bootstrap interval (benchmarks.bootstrap: the same seeds drawn for both); None without a variant beside it."""
+    capped = runs.assign(e=runs.evals_to_98.clip(upper=bar + 1))
+    base = capped[capped.searcher == BASE]
+    names = [s for s in dict.fromkeys(runs.searcher) if s.startswith(VARIANT)]
+    if base.empty or not names or base.seed.nunique() < 2:
+        return None
+    parts = []
+    for name in names:
+        v = capped[capped.searcher == name]
+        ratio = geomean(v.groupby(PROBLEM).e.median()) / geomean(base.groupby(PROBLEM).e.median())
+        lo, hi = paired_ratio_interval(v, base, problem=PROBLEM, unit="seed", value="e")
+        parts.append(f"{name.removeprefix(VARIANT)} {ratio:.3f}x ({lo:.2f}-{hi:.2f}x)")
+    return (f"Variants over the GP without priors on the same seeds, bar (a)'s figure by {bar} (paired 95% interval "
+            f"over the seeds): " + "; ".join(parts) + ".")
+
+
 def by_group(runs: pd.DataFrame, column: str, at: Sequence[int]) -> str:
     """Per value of `column` (set, knobs) and searcher: the runs missing 2% after each n of `at`, of how many."""
     searchers = list(dict.fromkeys(runs.searcher))
@@ -191,7 +218,8 @@ def report(runs: pd.DataFrame, budget: int, at: Sequence[int], command: str) -> 
     held = runs[runs.set != "developed on"]
     if 0 < len(held) < len(runs):
         pooled += f"; over the held-out {medians(held, bar)}"
-    parts = [head, misses(runs, at, budget), pooled + ".",
+    variants = against_base(runs, bar)
+    parts = [head, misses(runs, at, budget), pooled + "." + (f"\n\n{variants}" if variants else ""),
              f"By set, runs missing 2% after {after} evaluations:\n\n{by_group(runs, 'set', cols)}",
              f"By the number of knobs of the landscape's space (5: the study space), after {after}:\n\n"
              + by_group(runs.sort_values("knobs", kind="stable"), "knobs", cols)]  # fmt: skip
@@ -236,8 +264,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_replay_args(ap, budget=200, screen=True, out_help="A folder for runs.csv and README.md.")
     ap.add_argument("--at", type=int, action="append", help=f"Evaluations to count misses after (default {AT}).")
-    ap.add_argument("--searcher", action="append", choices=[c for c, *_ in VARIANTS],
-                    help="Only these searchers (repeatable; default all).")
+    ap.add_argument("--searcher", action="append", choices=SEARCHERS, metavar="SEARCHER",
+                    help="Only these searchers (repeatable; default the first four): "
+                    + ", ".join(SEARCHERS).replace("%", "%%")  # argparse formats help with %
+                    + f"; '{VARIANT}NAME' is the GP without priors changed as benchmarks.search_variants names it.")
     ap.add_argument("--set", action="append", choices=list(SETS), help="Only these sets of landscapes (repeatable).")
     ap.add_argument("--landscape", action="append", help="Instead of the sets: this recorded table, every problem key "
                     "of it, or FILE::PROBLEM_KEY for one (repeatable; each file is a set of its own).")

@@ -29,6 +29,9 @@ fit 2. This script asks whether the model would find them with that information,
   steps, the basins' turns) only when it beats the best by more than 1% (2%): polishing the best basin by tenths
   of a percent keeps the search there.
 - `Sobol design`: the space-filling design from a scrambled Sobol sequence instead of the maximin Latin hypercube.
+- `long length scales`: the kernel's length scales bounded by 1000 instead of 20, so a knob can be modelled as not
+  mattering; `skip known neighbours`: that, and the local steps skip neighbours the model knows within 0.5% (twins of
+  the best in such a knob, which mean + sd ranks first).
 
 For each landscape (the first problem key of each file of tests/data and tests/data/h200, and of the 9 files of
 tests/data/heldout recorded up to 2026-11-27, HELD_OUT) and variant: median / worst evaluations to 98% of the best
@@ -63,8 +66,8 @@ from benchmarks.replay_table import runs_cell, summary_cell
 from benchmarks.search_table import DATA, landscapes
 from raytune_attn.tune.search._model import MAX_FIT_POINTS, Model, _bounded_lbfgs, fit_subset
 from raytune_attn.tune.search.gp import GPSearcher
-from raytune_attn.tune.search.landscape import _native, load_landscape, read_table
-from raytune_attn.tune.search.replay import run_seeds
+from raytune_attn.tune.search.landscape import Landscape, _native, load_landscape, read_table
+from raytune_attn.tune.search.replay import Run, run_seeds
 
 # The held-out landscapes the variants tables were measured on (those recorded up to 2026-11-27); later recordings
 # in tests/data/heldout are replayed by benchmarks.search_table (docs/benchmarks/search/heldout.md).
@@ -280,12 +283,45 @@ class SobolDesign(GPSearcher):
         self._design = out
 
 
+class _LongModel(Model):
+    """Length scales up to LONG instead of 20: at 20 a knob spanning its input's range still leaves a few percent of
+    the signal's sd between two configs that differ only in it, so the model never says that knob does not matter."""
+
+    LONG = 1e3
+
+    def kernel(self):
+        kernel = super().kernel()
+        kernel.k1.k2.length_scale_bounds = (kernel.k1.k2.length_scale_bounds[0], self.LONG)
+        return kernel
+
+
+class LongScales(GPSearcher):
+    def _reset(self) -> None:
+        super()._reset()
+        self._model = _LongModel(self._F.shape[1], self.seed)
+
+
+class SkipKnown(LongScales):
+    """With long length scales, local steps skip a neighbour the model knows within KNOWN_SD (log units: 0.5%, a
+    config's timing spread within a run): a twin of the best in a knob that does not matter (V preloaded or not)
+    ranks first by mean + sd, and measuring it teaches nothing."""
+
+    KNOWN_SD = 0.005
+
+    def _local_acquisition(self, gp, Xl):
+        mu, sd = gp.predict(Xl, return_std=True)
+        a = mu + self._local_kappa * sd
+        known = sd < self.KNOWN_SD
+        return a if known.all() else np.where(known, -np.inf, a)
+
+
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
             "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,
             "plateau centres": PlateauCentres, "design of 20": LargerDesign, "late polish": LatePolish,
             "local model": LocalModel, "local model, 1 knob": LocalModelOneKnob,
             "significant 1%": SignificantImprovement, "significant 2%": SignificantImprovement2,
-            "Sobol design": SobolDesign}  # fmt: skip
+            "Sobol design": SobolDesign, "long length scales": LongScales,
+            "skip known neighbours": SkipKnown}  # fmt: skip
 
 
 def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:
@@ -298,17 +334,24 @@ def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float
     return out
 
 
-def measure(path: Path, key: str | None, variant: str, seeds: int, budget: int, seed_start: int = 0,
-            noise: float = 0.0) -> tuple[float, int, int]:
-    """(median, worst evaluations to 98% of the best, seeds within 2% by the budget) over seeds seed_start ..
-    seed_start + seeds - 1; `noise`: the searcher told each value with that run-to-run spread (replay.py)."""
+def variant_runs(path: Path, key: str | None, variant: str, *, seeds: int, budget: int, seed_start: int = 0,
+                 noise: float = 0.0, screen: bool = False) -> tuple[Landscape, list[Run]]:
+    """The landscape and the runs of `variant` (the GP without priors, changed) on seeds seed_start ..
+    seed_start + seeds - 1; `noise` and `screen` as in replay.run_seeds."""
     df = read_table(path, select={"problem_key": key} if key else {})
     land = load_landscape(df)
     cls = VARIANTS[variant]
     extra = {"occupancy": occupancy(df, land.space.names)} if cls is RecordedOccupancy else {}
     extra |= {"budget": budget} if cls is LatePolish else {}
-    runs = run_seeds(land, "gp", budget=budget, seeds=seeds, seed_start=seed_start, noise=noise,
-                     options={"priors": False, **extra}, cls=cls)  # fmt: skip
+    return land, run_seeds(land, "gp", budget=budget, seeds=seeds, seed_start=seed_start, noise=noise,
+                           options={"priors": False, **extra}, cls=cls, screen=screen)  # fmt: skip
+
+
+def measure(path: Path, key: str | None, variant: str, seeds: int, budget: int, seed_start: int = 0,
+            noise: float = 0.0) -> tuple[float, int, int]:
+    """(median, worst evaluations to 98% of the best, seeds within 2% by the budget) over seeds seed_start ..
+    seed_start + seeds - 1; `noise`: the searcher told each value with that run-to-run spread (replay.py)."""
+    land, runs = variant_runs(path, key, variant, seeds=seeds, budget=budget, seed_start=seed_start, noise=noise)
     evals = [r.evals_to(0.98 * land.best, budget) for r in runs]
     return float(np.median(evals)), max(evals), sum(e <= budget for e in evals)
 

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.bootstrap import ratio_interval
+from benchmarks.bootstrap import paired_ratio_interval, ratio_interval
 
 KW = {"problem": ["problem"], "unit": "seed", "value": "evals"}
 
@@ -36,6 +36,23 @@ def test_the_interval_is_the_percentiles_of_the_ratio_over_units_drawn_again():
 def test_units_that_agree_give_no_spread():
     a, b = _runs({"x": [6] * 4, "y": [10] * 4}), _runs({"x": [12] * 3, "y": [40] * 3})
     assert ratio_interval(a, b, **KW) == pytest.approx((np.sqrt(60 / 480),) * 2)
+
+
+def test_a_paired_interval_draws_the_same_units_for_both_sides():
+    a = _runs({"x": [3, 40, 51, 9, 12], "y": [10, 11, 7, 30, 10]})
+    b = a.assign(evals=a.evals * 2.0)  # every seed twice as slow: every paired draw says 0.5
+    assert paired_ratio_interval(a, b, **KW) == pytest.approx((0.5, 0.5))
+    lo, hi = ratio_interval(a, b, **KW)  # drawn apart, the same runs look unsure
+    assert lo < 0.4 and hi > 0.6
+    c = a.assign(evals=a.evals + np.where(a.seed == 1, 20, 0))  # one seed worse
+    rng = np.random.default_rng(3)
+    picks = rng.integers(0, 5, size=(400, 5))
+    ratios = [_figure(pd.concat([a[a.seed == s].assign(seed=k) for k, s in enumerate(row)]))
+              / _figure(pd.concat([c[c.seed == s].assign(seed=k) for k, s in enumerate(row)])) for row in picks]
+    want = tuple(np.percentile(ratios, [2.5, 97.5]))
+    assert paired_ratio_interval(a, c, resamples=400, seed=3, **KW) == pytest.approx(want)
+    with pytest.raises(ValueError, match="same seeds and problems"):
+        paired_ratio_interval(a, a[a.seed < 4], **KW)
 
 
 @pytest.mark.parametrize("change, message", [

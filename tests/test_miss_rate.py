@@ -9,7 +9,19 @@ import pandas as pd
 import pytest
 
 from benchmarks.bootstrap import ratio_interval
-from benchmarks.miss_rate import AT, SETS, by_group, main, measure, medians, misses, report, saved_runs, worst_runs
+from benchmarks.miss_rate import (
+    AT,
+    SETS,
+    against_base,
+    by_group,
+    main,
+    measure,
+    medians,
+    misses,
+    report,
+    saved_runs,
+    worst_runs,
+)
 from benchmarks.search_table import landscapes
 from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import replay
@@ -181,7 +193,8 @@ def test_bad_flags_are_refused_before_any_replay(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("readme", sorted((ROOT / "docs" / "benchmarks" / "search").glob("miss_rate*/**/README.md")),
+@pytest.mark.parametrize("readme", sorted(p for d in ("miss_rate*", "variants_screen")
+                                          for p in (ROOT / "docs" / "benchmarks" / "search").glob(f"{d}/**/README.md")),
                          ids=lambda p: str(p.parent.relative_to(ROOT / "docs" / "benchmarks" / "search")))
 def test_committed_reports_are_their_runs_reports(readme, capsys):
     """Each committed README.md is what its command prints from the runs.csv beside it (or, for --runs, the files it
@@ -200,3 +213,25 @@ def test_committed_reports_are_their_runs_reports(readme, capsys):
         assert main(argv) == 0
         printed = capsys.readouterr().out
         assert text.split("\n")[5:] == printed.split("\n")[3:-1]  # all but the command, whose paths are absolute here
+
+
+def test_variants_are_set_beside_the_gp_without_priors_on_the_same_seeds():
+    """A variant twice as slow on every seed is 2x with no spread, paired; one equal to it 1x."""
+    gp = _runs()[lambda r: r.searcher == "gp"]
+    base = gp.assign(searcher="gp no priors", evals_to_98=gp.evals_to_98 // 5 + 1)  # 1-41: none capped at 101
+    slow = base.assign(searcher="variant: slow", evals_to_98=base.evals_to_98 * 2)
+    same = base.assign(searcher="variant: same")
+    line = against_base(pd.concat([base, slow, same]), 100)
+    assert line.endswith("slow 2.000x (2.00-2.00x); same 1.000x (1.00-1.00x).")
+    assert against_base(pd.concat([base, _runs()]), 50) is None  # no variant
+
+
+def test_a_variant_searcher_runs_the_search_variants_class(tmp_path):
+    from benchmarks.search_variants import variant_runs
+
+    path = Path("tests/data/heldout/h200_fp16_d256_full.parquet")
+    key = sorted(pd.read_parquet(path).problem_key.unique())[0]
+    knobs, evals = measure(path, key, "variant: long length scales", seeds=2, seed_start=0, budget=14, noise=0.0,
+                           screen=True)  # fmt: skip
+    land, runs = variant_runs(path, key, "long length scales", seeds=2, budget=14, screen=True)
+    assert knobs == len(land.space.names) and evals == [r.evals_to(0.98 * land.best, 14) for r in runs]
