@@ -32,6 +32,8 @@ fit 2. This script asks whether the model would find them with that information,
 - `long length scales`: the kernel's length scales bounded by 1000 instead of 20, so a knob can be modelled as not
   mattering; `skip known neighbours`: that, and the local steps skip neighbours the model knows within 0.5% (twins of
   the best in such a knob, which mean + sd ranks first).
+- `best basin every other turn`: while the best does not improve, every other local step moves from the best basin
+  (the kept code turns through up to 5 basins, one step each).
 
 For each landscape (the first problem key of each file of tests/data and tests/data/h200, and of the 9 files of
 tests/data/heldout recorded up to 2026-11-27, HELD_OUT) and variant: median / worst evaluations to 98% of the best
@@ -315,13 +317,30 @@ class SkipKnown(LongScales):
         return a if known.all() else np.where(known, -np.inf, a)
 
 
+class BestEveryOther(GPSearcher):
+    """While the best does not improve, every other local step moves from the best basin's centre, and the steps
+    between go to the other basins in turn (the kept code gives each basin one turn in five)."""
+
+    def _step_centres(self, since: int) -> list[int]:
+        measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
+        if not measured:
+            return []
+        centres = self._centres(measured)
+        if not since:
+            return centres
+        turn = since - 1
+        if turn % 2 == 0 or len(centres) == 1:
+            return [centres[0]]
+        return [centres[1 + (turn // 2) % (len(centres) - 1)]]
+
+
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
             "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,
             "plateau centres": PlateauCentres, "design of 20": LargerDesign, "late polish": LatePolish,
             "local model": LocalModel, "local model, 1 knob": LocalModelOneKnob,
             "significant 1%": SignificantImprovement, "significant 2%": SignificantImprovement2,
             "Sobol design": SobolDesign, "long length scales": LongScales,
-            "skip known neighbours": SkipKnown}  # fmt: skip
+            "skip known neighbours": SkipKnown, "best basin every other turn": BestEveryOther}  # fmt: skip
 
 
 def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:
