@@ -80,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     ap.add_argument("--min-configs", type=int, default=250, help="skip keys whose landscape has fewer measured "
                     "configs (partial landscapes: their best may be missing)")
     ap.add_argument("--ratio", action="append", default=[], help="A:B, two groups of runs (GROUP/NAME): A's trials to "
-                    "2% over B's, with a bootstrap interval over their sweeps (repeatable)")
+                    "2%% over B's, with a bootstrap interval over their sweeps (repeatable)")
     args = ap.parse_args(argv)
     sweeps = [spec.partition("=") for spec in args.sweep]
     for spec, (_, _, path) in zip(args.sweep, sweeps, strict=True):

@@ -235,3 +235,10 @@ def test_a_variant_searcher_runs_the_search_variants_class(tmp_path):
                            screen=True)  # fmt: skip
     land, runs = variant_runs(path, key, "long length scales", seeds=2, budget=14, screen=True)
     assert knobs == len(land.space.names) and evals == [r.evals_to(0.98 * land.best, 14) for r in runs]
+
+
+def test_help_prints_every_searcher(capsys):
+    """The help lists the variants, one named with a % sign (argparse formats help strings with %)."""
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0 and "variant: significant 1%" in " ".join(capsys.readouterr().out.split())

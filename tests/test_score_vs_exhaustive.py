@@ -108,3 +108,11 @@ def test_a_ratio_of_groups_not_given_is_refused_before_scoring(ratio, capsys):
         main(["--landscape", "nowhere.parquet", "--sweep", "a/s0=x.parquet", "--sweep", "b/s0=y.parquet",
               "--ratio", ratio, "--out", "unused.csv"])  # fmt: skip
     assert "--ratio takes A:B, two groups of the --sweep runs (a, b)" in capsys.readouterr().err
+
+
+def test_help_prints(capsys):
+    from benchmarks.score_vs_exhaustive import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--help"])
+    assert e.value.code == 0 and "--ratio" in capsys.readouterr().out
