@@ -14,7 +14,14 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from benchmarks.replay_table import geomean
+
 _RESAMPLES = 2000
+
+
+def figure(runs: pd.DataFrame, *, problem: Sequence[str], value: str) -> float:
+    """Bar (a)'s figure of `runs`: per `problem`, the median of `value` over its runs; their geometric mean."""
+    return geomean(runs.groupby(list(problem))[value].median())
 
 
 def ratio_interval(a: pd.DataFrame, b: pd.DataFrame, *, problem: Sequence[str], unit: str, value: str,
@@ -71,6 +78,6 @@ def _grid(runs: pd.DataFrame, *, problem: Sequence[str], unit: str, value: str) 
 
 
 def _log_figures(grid: pd.DataFrame, picks: np.ndarray) -> np.ndarray:
-    """The log of the figure for each row of `picks` (the units drawn, as column positions)."""
+    """The log of `figure` for each row of `picks` (the units drawn, as column positions), on arrays."""
     medians = np.median(grid.to_numpy(float)[:, picks], axis=2)  # problems x resamples
     return np.log(medians).mean(axis=0)

@@ -31,9 +31,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from benchmarks.bootstrap import paired_ratio_interval, ratio_interval
+from benchmarks.bootstrap import figure, paired_ratio_interval, ratio_interval
 from benchmarks.replay_args import add_replay_args, check_replay_args
-from benchmarks.replay_table import geomean
 from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes, load_cell
 from benchmarks.search_variants import VARIANTS as GP_VARIANTS
 from benchmarks.search_variants import variant_runs
@@ -145,9 +144,8 @@ def medians(runs: pd.DataFrame, bar: int) -> str:
     `bar` counted bar + 1), its geometric mean over the landscapes, and the GP without priors over TPE with its 95%
     bootstrap interval over the seeds (benchmarks.bootstrap; with two seeds or more)."""
     capped = runs.assign(e=runs.evals_to_98.clip(upper=bar + 1))
-    med = capped.groupby(PROBLEM + ["searcher"], sort=False).e.median().unstack()
-    geo = {s: geomean(med[s]) for s in med.columns}
-    text = ", ".join(f"{s} {geo[s]:.1f}" for s in dict.fromkeys(runs.searcher))
+    geo = {s: figure(g, problem=PROBLEM, value="e") for s, g in capped.groupby("searcher", sort=False)}
+    text = ", ".join(f"{s} {geo[s]:.1f}" for s in geo)
     if {"gp no priors", "tpe"} <= set(geo):
         text += f" (gp no priors / tpe {geo['gp no priors'] / geo['tpe']:.2f}x"
         if runs.seed.nunique() > 1:
@@ -155,7 +153,7 @@ def medians(runs: pd.DataFrame, bar: int) -> str:
             lo, hi = ratio_interval(gp, tpe, problem=PROBLEM, unit="seed", value="e")
             text += f", 95% interval over the seeds {lo:.2f}-{hi:.2f}x"
         text += ")"
-    return f"{len(med)} landscapes: {text}"
+    return f"{capped.groupby(PROBLEM).ngroups} landscapes: {text}"
 
 
 def against_base(runs: pd.DataFrame, bar: int) -> str | None:
@@ -169,7 +167,7 @@ def against_base(runs: pd.DataFrame, bar: int) -> str | None:
     parts = []
     for name in names:
         v = capped[capped.searcher == name]
-        ratio = geomean(v.groupby(PROBLEM).e.median()) / geomean(base.groupby(PROBLEM).e.median())
+        ratio = figure(v, problem=PROBLEM, value="e") / figure(base, problem=PROBLEM, value="e")
         lo, hi = paired_ratio_interval(v, base, problem=PROBLEM, unit="seed", value="e")
         parts.append(f"{name.removeprefix(VARIANT)} {ratio:.3f}x ({lo:.2f}-{hi:.2f}x)")
     return (f"Variants over the GP without priors on the same seeds, bar (a)'s figure by {bar} (paired 95% interval "

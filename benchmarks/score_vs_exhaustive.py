@@ -22,8 +22,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from benchmarks.bootstrap import ratio_interval
-from benchmarks.replay_table import geomean
+from benchmarks.bootstrap import figure, ratio_interval
 
 KNOBS = ["BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"]
 
@@ -101,7 +100,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     for run, g in out.groupby("run", sort=False):
         print(summary_line(run, g))
     if out.run.str.contains("/").any():
-        by_group = dict(list(out.groupby(out.run.str.partition("/")[0], sort=False)))
+        by_group = {group: g for group, g in out.groupby(out.run.str.partition("/")[0], sort=False)}
         for group, g in by_group.items():
             print(group_line(group, g))
         for a, b in (spec.split(":") for spec in args.ratio):
@@ -140,7 +139,7 @@ def _trials_to_98(g: pd.DataFrame) -> str:
 
 
 def _figure(g: pd.DataFrame) -> float:
-    return geomean(_counted(g).groupby("problem_key").trials_to.median())
+    return figure(_counted(g), problem=["problem_key"], value="trials_to")
 
 
 def _counted(g: pd.DataFrame) -> pd.DataFrame:

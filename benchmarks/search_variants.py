@@ -322,16 +322,11 @@ class BestEveryOther(GPSearcher):
     between go to the other basins in turn (the kept code gives each basin one turn in five)."""
 
     def _step_centres(self, since: int) -> list[int]:
-        measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
-        if not measured:
-            return []
-        centres = self._centres(measured)
-        if not since:
+        centres = super()._step_centres(0)  # every basin's centre, the best first
+        if not since or len(centres) < 2:
             return centres
         turn = since - 1
-        if turn % 2 == 0 or len(centres) == 1:
-            return [centres[0]]
-        return [centres[1 + (turn // 2) % (len(centres) - 1)]]
+        return [centres[0] if turn % 2 == 0 else centres[1 + (turn // 2) % (len(centres) - 1)]]
 
 
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,

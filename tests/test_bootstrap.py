@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.bootstrap import paired_ratio_interval, ratio_interval
+from benchmarks.bootstrap import figure, paired_ratio_interval, ratio_interval
 
 KW = {"problem": ["problem"], "unit": "seed", "value": "evals"}
 
@@ -31,6 +31,7 @@ def test_the_interval_is_the_percentiles_of_the_ratio_over_units_drawn_again():
         ratios.append(_figure(draw_a) / _figure(draw_b))
     assert (lo, hi) == pytest.approx(tuple(np.percentile(ratios, [5, 95])))
     assert lo < _figure(a) / _figure(b) < hi
+    assert figure(a, problem=["problem"], value="evals") == pytest.approx(np.sqrt(12 * 10))  # medians x 12, y 10
 
 
 def test_units_that_agree_give_no_spread():
