@@ -27,14 +27,14 @@ from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import replay
 
 ROOT = Path(__file__).parents[1]
-DOC = ROOT / "docs" / "search.md"
+BARS_DOC = ROOT / "docs" / "benchmarks" / "search" / "bars.md"
 HELDOUT_DOC = ROOT / "docs" / "benchmarks" / "search" / "heldout.md"
 SHORT = Path("tests/data/heldout/h200_short_full.parquet")
 
 
 def test_sets_are_the_held_out_tables_of_the_search_doc():
     """Each held-out set is the --landscape list and --keys-per-file of one search_table command of the held-out
-    landscapes' doc, and docs/search.md counts their landscapes."""
+    landscapes' doc, and the bars' doc counts their landscapes."""
     commands = {}
     for line in HELDOUT_DOC.read_text().splitlines():
         if "benchmarks.search_table" in line and "--section" in line and "--warm-from" not in line:
@@ -49,7 +49,7 @@ def test_sets_are_the_held_out_tables_of_the_search_doc():
                       "heldout-h200-study3")}  # fmt: skip
     assert got == want
     n = sum(len(landscapes(files, per)) for files, per in SETS.values())
-    counted = re.search(r"over the \w+ tables of (\d+) landscapes", DOC.read_text())
+    counted = re.search(r"over the \w+ tables of (\d+) landscapes", BARS_DOC.read_text())
     assert counted and n == int(counted.group(1))
 
 
