@@ -3,11 +3,11 @@
 Bar (b) of issue #36 asks every seed within 2% of the best by 50 evaluations on every landscape. This replays the
 landscapes of the replay tables of docs/search.md and docs/benchmarks/search/heldout.md (SETS: the ones the searchers
 were developed on, then the held-out sets) with each searcher of search_table.VARIANTS, seeds `--seed-start` .., up to
-`--budget` evaluations, and counts the runs not yet within 2% after n evaluations for each n of `--at`, and the fewest
-evaluations after which every run is. A searcher's n-th suggestion does not depend on the budget, so one run of the
-largest budget gives every column (and at n = 50 the counts of the tables replayed at budget 50). Beside them, bar (a)'s
-figure: the geometric mean over the landscapes of the median evaluations to 98% by 50, pooled over all and over the
-held-out sets.
+`--budget` evaluations (default 200), and counts the runs not yet within 2% after n evaluations for each n of `--at`,
+and the fewest evaluations after which every run is. A searcher's n-th suggestion does not depend on the budget, so one
+run of the largest budget gives every column (and at n = 50 the counts of the tables replayed at budget 50). Beside
+them, bar (a)'s figure: the geometric mean over the landscapes of the median evaluations to 98% by 50, pooled over all
+and over the held-out sets.
 
     python -m benchmarks.miss_rate --seeds 10 --budget 200 --jobs 2 --out docs/benchmarks/search/miss_rate
 
@@ -58,6 +58,7 @@ SETS = {
 }  # fmt: skip
 AT = (25, 50, 75, 100, 150, 200)
 BAR = 50  # bar (b)'s budget
+BUDGET = 200  # a replay's, when --budget is not given
 PROBLEM = ["set", "landscape", "problem_key"]  # a run's problem: one landscape's key
 BASE = "gp no priors"  # what the variants of search_variants change
 VARIANT = "variant: "  # a searcher named VARIANT + NAME is search_variants.VARIANTS[NAME]
@@ -249,7 +250,7 @@ def saved(ap: argparse.ArgumentParser, a: argparse.Namespace) -> pd.DataFrame:
         if not path.is_file():
             ap.error(f"--runs {path}: no such file")
     try:
-        runs = saved_runs(a.runs, None if a.budget == ap.get_default("budget") else a.budget)
+        runs = saved_runs(a.runs, a.budget)
     except ValueError as e:
         ap.error(f"--runs: {e}")
     runs = runs[runs.searcher.isin(a.searcher)] if a.searcher else runs
@@ -260,7 +261,7 @@ def saved(ap: argparse.ArgumentParser, a: argparse.Namespace) -> pd.DataFrame:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_replay_args(ap, budget=200, screen=True, out_help="A folder for runs.csv and README.md.")
+    add_replay_args(ap, budget=None, screen=True, out_help="A folder for runs.csv and README.md.")  # BUDGET or --runs'
     ap.add_argument("--at", type=int, action="append", help=f"Evaluations to count misses after (default {AT}).")
     ap.add_argument("--searcher", action="append", choices=SEARCHERS, metavar="SEARCHER",
                     help="Only these searchers (repeatable; default the first four): "
@@ -280,10 +281,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--landscape and --set both choose the landscapes: give one of them")
     runs = saved(ap, a) if a.runs else collect(
         given_sets(ap, a.landscape) if a.landscape else {k: v for k, v in SETS.items() if not a.set or k in a.set},
-        a.searcher or [c for c, *_ in VARIANTS], seeds=a.seeds, seed_start=a.seed_start, budget=a.budget,
+        a.searcher or [c for c, *_ in VARIANTS], seeds=a.seeds, seed_start=a.seed_start, budget=a.budget or BUDGET,
         noise=a.noise, jobs=a.jobs, screen=a.screen)  # fmt: skip
     command = "python -m benchmarks.miss_rate " + shlex.join(sys.argv[1:] if argv is None else argv)
-    text = report(runs, int(runs.budget.iloc[0]) if a.runs else a.budget, at, command)
+    text = report(runs, int(runs.budget.iloc[0]), at, command)
     print(text)
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)

@@ -10,10 +10,10 @@ from pathlib import Path
 from raytune_attn.tune.search.replay import check_noise
 
 
-def add_replay_args(ap: argparse.ArgumentParser, *, budget: int, seed_start: bool = True, noise: bool = True,
+def add_replay_args(ap: argparse.ArgumentParser, *, budget: int | None, seed_start: bool = True, noise: bool = True,
                     screen: bool = False, out_help: str = "Write the table (markdown) here.") -> None:
-    """--seeds, --budget (default `budget`), --jobs, --out, and --seed-start / --noise / --screen where the script
-    takes them."""
+    """--seeds, --budget (default `budget`; None: the script decides, and can tell a given --budget from its own),
+    --jobs, --out, and --seed-start / --noise / --screen where the script takes them."""
     ap.add_argument("--seeds", type=int, default=10, help="Seeds per landscape and column (a count).")
     ap.add_argument("--budget", type=int, default=budget, help="Evaluations per run.")
     ap.add_argument("--jobs", type=int, default=1, help="Replays run at once (processes).")
@@ -32,7 +32,7 @@ def check_replay_args(ap: argparse.ArgumentParser, args: argparse.Namespace) -> 
     """Exit with a usage error naming the option when a count is below 1, the first seed below 0 or the spread out of
     range (replay.check_noise)."""
     for name in ("seeds", "budget", "jobs"):
-        if getattr(args, name) < 1:
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             ap.error(f"--{name} must be at least 1, got {getattr(args, name)}")
     if getattr(args, "seed_start", 0) < 0:
         ap.error(f"--seed-start must be at least 0, got {args.seed_start}")

@@ -170,6 +170,7 @@ def test_saved_runs_are_cut_to_a_smaller_budget_as_a_shorter_replay_would_be(tmp
     (["--screen"], "--screen would choose runs to replay"),
     (["--seeds", "3"], "--seeds would choose"),
     (["--budget", "8"], "ran 6 evaluations, fewer than the budget 8"),
+    (["--budget", "200"], "ran 6 evaluations, fewer than the budget 200"),  # a given --budget, not the replays' 200
     (["--searcher", "tpe"], "no run of tpe in the files"),
     (["--runs", "nowhere.csv"], "--runs nowhere.csv: no such file"),
     (["--runs", "{dir}/runs.csv"], "is in two of the runs files"),
