@@ -140,11 +140,16 @@ def misses(runs: pd.DataFrame, at: Sequence[int], budget: int) -> str:
     return "\n".join(lines)
 
 
+def _capped(runs: pd.DataFrame, bar: int) -> pd.DataFrame:
+    """The runs with `e`, bar (a)'s count: the evaluations to 98%, a run not within 2% by `bar` counted bar + 1."""
+    return runs.assign(e=runs.evals_to_98.clip(upper=bar + 1))
+
+
 def medians(runs: pd.DataFrame, bar: int) -> str:
     """Bar (a)'s figure per searcher: the median over the seeds of the evaluations to 98% (a run not within 2% by
     `bar` counted bar + 1), its geometric mean over the landscapes, and the GP without priors over TPE with its 95%
     bootstrap interval over the seeds (benchmarks.bootstrap; with two seeds or more)."""
-    capped = runs.assign(e=runs.evals_to_98.clip(upper=bar + 1))
+    capped = _capped(runs, bar)
     geo = {s: figure(g, problem=PROBLEM, value="e") for s, g in capped.groupby("searcher", sort=False)}
     text = ", ".join(f"{s} {geo[s]:.1f}" for s in geo)
     if {"gp no priors", "tpe"} <= set(geo):
@@ -160,7 +165,7 @@ def medians(runs: pd.DataFrame, bar: int) -> str:
 def against_base(runs: pd.DataFrame, bar: int) -> str | None:
     """Each variant's bar (a) figure over the GP without priors' on the same seeds and landscapes, with its paired
     95% bootstrap interval (benchmarks.bootstrap: the same seeds drawn for both); None without a variant beside it."""
-    capped = runs.assign(e=runs.evals_to_98.clip(upper=bar + 1))
+    capped = _capped(runs, bar)
     base = capped[capped.searcher == BASE]
     names = [s for s in dict.fromkeys(runs.searcher) if s.startswith(VARIANT)]
     if base.empty or not names or base.seed.nunique() < 2:
@@ -261,7 +266,8 @@ def saved(ap: argparse.ArgumentParser, a: argparse.Namespace) -> pd.DataFrame:
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_replay_args(ap, budget=None, screen=True, out_help="A folder for runs.csv and README.md.")  # BUDGET or --runs'
+    # --budget defaults to None, so that a given 200 differs from none: BUDGET for a replay, the files' for --runs.
+    add_replay_args(ap, budget=None, screen=True, out_help="A folder for runs.csv and README.md.")
     ap.add_argument("--at", type=int, action="append", help=f"Evaluations to count misses after (default {AT}).")
     ap.add_argument("--searcher", action="append", choices=SEARCHERS, metavar="SEARCHER",
                     help="Only these searchers (repeatable; default the first four): "
