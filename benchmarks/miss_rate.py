@@ -264,7 +264,8 @@ def saved(ap: argparse.ArgumentParser, a: argparse.Namespace) -> pd.DataFrame:
     return runs
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
+    """This command's options (benchmarks.replay_check reads a committed README's command with them)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # --budget defaults to None, so that a given 200 differs from none: BUDGET for a replay, the files' for --runs.
     add_replay_args(ap, budget=None, screen=True, out_help="A folder for runs.csv and README.md.")
@@ -278,6 +279,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "of it, or FILE::PROBLEM_KEY for one (repeatable; each file is a set of its own).")
     ap.add_argument("--runs", action="append", type=Path, help="Instead of replaying: report this runs.csv of an "
                     "earlier command, pooled with the others given (repeatable; --budget must be theirs).")
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = parser()
     a = ap.parse_args(argv)
     check_replay_args(ap, a)
     at = sorted(set(a.at or AT))
