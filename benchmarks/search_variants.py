@@ -34,6 +34,8 @@ fit 2. This script asks whether the model would find them with that information,
   the best in such a knob, which mean + sd ranks first).
 - `best basin every other turn`: while the best does not improve, every other local step moves from the best basin
   (the kept code turns through up to 5 basins, one step each).
+- `no pair features`: the GP's inputs are the knobs' encoding alone: is the kept code's pair features (the sum and
+  the difference of every two ordered knobs) worth its inputs (on the 8-knob short space, 28 pairs of them)?
 
 For each landscape (the first problem key of each file of tests/data and tests/data/h200, and of the 9 files of
 tests/data/heldout recorded up to 2026-11-27, HELD_OUT) and variant: median / worst evaluations to 98% of the best
@@ -329,13 +331,21 @@ class BestEveryOther(GPSearcher):
         return [centres[0] if turn % 2 == 0 else centres[1 + (turn // 2) % (len(centres) - 1)]]
 
 
+class NoPairFeatures(GPSearcher):
+    """The GP's inputs are the knobs' encoding alone, without the sum and difference of every two ordered knobs."""
+
+    def _model_inputs(self, configs) -> np.ndarray:
+        return self.encoding.transform(configs)
+
+
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
             "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,
             "plateau centres": PlateauCentres, "design of 20": LargerDesign, "late polish": LatePolish,
             "local model": LocalModel, "local model, 1 knob": LocalModelOneKnob,
             "significant 1%": SignificantImprovement, "significant 2%": SignificantImprovement2,
             "Sobol design": SobolDesign, "long length scales": LongScales,
-            "skip known neighbours": SkipKnown, "best basin every other turn": BestEveryOther}  # fmt: skip
+            "skip known neighbours": SkipKnown, "best basin every other turn": BestEveryOther,
+            "no pair features": NoPairFeatures}  # fmt: skip
 
 
 def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:
