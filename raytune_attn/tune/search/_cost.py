@@ -5,7 +5,7 @@ the slow compiles are the big tiles, where the two tile sizes together make the 
 Log scale: compile times span two orders of magnitude, and 1 s vs 2 s matters as much as 50 s vs 100 s. Only cold
 compiles count: a time below CACHE_LOAD_S is a binary built for another search of the sweep (reported as 0) or a
 cache load, which says nothing about what compiling the config costs. No hyperparameters to fit: one small
-least-squares solve, deterministic. docs/search.md ("Compile time as a cost") compares it with a second GP and a
+least-squares solve, deterministic. docs/benchmarks/search/compile_cost.md compares it with a second GP and a
 linear model.
 """
 
