@@ -28,7 +28,7 @@ def synthetic_path(tmp_path_factory):
 
 def test_landscape_from_a_table(synthetic_path):
     land = load_landscape(synthetic_path)
-    assert land.space.names == ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages")
+    assert set(land.space.names) == {"BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"}
     assert land.space.size == len(land.values) == 450  # only configs present in the table are candidates
     assert land.space.size_unconstrained == 750
     df = pd.read_parquet(synthetic_path)
@@ -51,6 +51,21 @@ def test_trials_export_aggregates_and_ignores_bookkeeping_columns():
     assert np.isnan(land.values[(64, 64)]) and np.isnan(land.values[(128, 64)])
     explicit = load_landscape(pd.DataFrame(rows), params=["BLOCK_M"])
     assert explicit.space.names == ("BLOCK_M",)
+    # A knob column empty in every row (a knob of other spaces, in the results schema) is not a parameter; one empty
+    # in some rows only is still refused.
+    unset = pd.DataFrame(rows).assign(**{"config/maxnreg": None})
+    assert load_landscape(unset).space.names == ("BLOCK_M", "BLOCK_N")
+    with pytest.raises(ValueError, match=r"\['maxnreg'\] have missing values"):
+        load_landscape(unset.assign(**{"config/maxnreg": [None, None, None, None, 128]}))
+
+
+def test_a_sweeps_own_trials_export_replays():
+    """The results table a sweep writes (every knob of the schema, those of other spaces empty), one problem of it."""
+    path = Path(__file__).parents[1] / "docs/benchmarks/h100/llama_search/nopriors-cold10/trials.parquet"
+    key = "varlen-b1-hq32-hkv8-sq1024-sk1024-d128-causal-bfloat16"
+    land = load_landscape(path, select={"problem_key": key})
+    assert set(land.space.names) == {"BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"}
+    assert land.best == pytest.approx(pd.read_parquet(path).query("problem_key == @key").tflops.max())
 
 
 def test_table_errors():

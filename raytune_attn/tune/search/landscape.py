@@ -121,8 +121,10 @@ def parameter_columns(df: pd.DataFrame, objective: str, params: Sequence[str] | 
         if missing:
             raise ValueError(f"parameter column(s) {missing} not in the table (columns: {', '.join(df.columns)})")
         return list(params)
-    knobs = [c for c in df.columns if c in KNOBS]
-    if knobs:  # a sweep's table: the kernel's knobs are the parameters, whatever else it records
+    # A sweep's table: the kernel's knobs are the parameters, whatever else it records. Its schema has a column for
+    # every knob of every space; one empty in every row was not a knob of this search's space (it ran at its default).
+    knobs = [c for c in df.columns if c in KNOBS and df[c].notna().any()]
+    if knobs:
         return knobs
     cols = [c for c in df.columns if c != objective and c not in NON_PARAM_COLUMNS]
     if not cols:
