@@ -65,7 +65,11 @@ def test_a_sweeps_own_trials_export_replays():
     key = "varlen-b1-hq32-hkv8-sq1024-sk1024-d128-causal-bfloat16"
     land = load_landscape(path, select={"problem_key": key})
     assert set(land.space.names) == {"BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"}
-    assert land.best == pytest.approx(pd.read_parquet(path).query("problem_key == @key").tflops.max())
+    rows = pd.read_parquet(path).query("problem_key == @key")
+    assert land.best == pytest.approx(rows.tflops.max())
+    # A trial ASHA stopped keeps the value of its last rung, as its searcher was told it.
+    stopped = rows[rows.status == "stopped"].iloc[0]
+    assert land.values[tuple(stopped[n] for n in land.space.names)] == pytest.approx(stopped.tflops)
 
 
 def test_table_errors():

@@ -5,8 +5,9 @@ Parameter columns are those named by `params`; else the kernel-knob columns (`co
 any; else every column except the objective and the well-known non-parameter columns in NON_PARAM_COLUMNS
 (provenance and bookkeeping of a sweep's export and of Ray Tune's result frames). A `config/` prefix (Ray Tune's
 result frames) is stripped from column names.
-Rows with a `status` column other than "ok" count as failed. Duplicate configs (repeated trials) are aggregated
-by the median of their successful measurements; a config with no success is failed.
+Rows with a `status` column other than "ok" count as failed, except a trial stopped early (ASHA's "stopped"), whose
+value is its last rung's, as its searcher was told it (results.told_status). Duplicate configs (repeated trials)
+are aggregated by the median of their successful measurements; a config with no success is failed.
 A `compile_s` column, when present, gives each config's compile seconds: the largest of its rows (a repeated
 config's first trial built it cold, later ones loaded it from the cache), failed configs included (their compile
 was spent too). `cold_compile=True` takes that largest over the whole table, ignoring `select`: the cold build when
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from raytune_attn.config import KNOBS
+from raytune_attn.tune.results import told_status
 from raytune_attn.tune.search.priors import PROBLEM_FIELDS
 from raytune_attn.tune.search.space import SearchSpace, priors_for_arch
 
@@ -136,7 +138,7 @@ def table_values(df: pd.DataFrame, params: Sequence[str], objective: str) -> dic
     """Median objective per distinct config (NaN when no row succeeded)."""
     y = pd.to_numeric(df[objective], errors="coerce").astype(float)
     if "status" in df.columns:
-        y = y.where(df["status"].astype(str) == "ok")
+        y = y.where(df["status"].map(told_status) == "ok")
     y = y.where(np.isfinite(y) & (y > 0))
     frame = df[list(params)].copy()
     frame["__y"] = y.to_numpy()
