@@ -214,6 +214,13 @@ def test_unusable_tables_are_refused_naming_why(tmp_path):
         prior_scores(_table().assign(status="error"), ["BLOCK_M"])
 
 
+def test_a_trial_stopped_early_scores_its_last_rung():
+    """ASHA's stopped trial reported its last rung's value, which its searcher took; a warm start reads it the same."""
+    rows = [(64, "ok", 100.0), (128, "stopped", 40.0), (256, "error", 90.0)]
+    table = pd.DataFrame([{"problem_key": "k", "BLOCK_M": m, "status": st, "tflops": v} for m, st, v in rows])
+    assert dict((c["BLOCK_M"], s) for c, s in prior_scores(table, ["BLOCK_M"])) == {64: 1.0, 128: 0.4, 256: None}
+
+
 def test_a_searcher_starts_from_the_initial_configs_it_is_given():
     space = load_space("nvidia/sm90_study")
     first = [{"BLOCK_M": 128, "num_warps": 8}, {"BLOCK_M": 48}, {"BLOCK_M": 128, "num_warps": 8}]

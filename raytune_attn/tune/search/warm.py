@@ -1,14 +1,14 @@
 """Earlier results as a prior for a new search: any results table (a sweep's trials.parquet or directory, an
 exhaustive landscape) of other shapes, another GPU or another Triton.
 
-Speeds of different problems and GPUs are not comparable, but their order is: each group of the table (one
-problem on one GPU: `problem_key` and `gpu` where the table has them) is scaled by its own best, so a config's
-relative speed is 1 where it won its group. A config's prior score is the geometric mean of its relative speeds
-over the groups that measured it, each weighted by its problem's likeness to the search's (`group_weight`: the
-search's own shape, where the table has it, all but decides); a config that failed in every group that measured
-it has no score (None). A kernel knob the table does not record ran at its default (the kernel fills a config's
-missing knobs from `config.default_config`), so a config comes with that value; other knobs the table lacks stay
-open (`in_space`).
+Speeds of different problems and GPUs are not comparable, but their order is: each group of the table (one problem
+on one GPU: `problem_key` and `gpu` where the table has them) is scaled by its own best, so a config's relative
+speed is 1 where it won its group. A config's prior score is the geometric mean of its relative speeds over the
+groups that measured it, each weighted by its problem's likeness to the search's (`group_weight`: the search's own
+shape, where the table has it, all but decides); a config that failed in every group that measured it has no score
+(None). A trial ASHA stopped counts with its last rung's value, as its searcher was told it. A kernel knob the table
+does not record ran at its default (the kernel fills a config's missing knobs from `config.default_config`), so a
+config comes with that value; other knobs the table lacks stay open (`in_space`).
 
 Two ways a searcher uses them (`raytune-attn replay --warm-start`, `raytune-attn tune --warm-start`): the GP takes
 every scored config as an observation of its model (gp.py: shifted to this search's scale once a config is
@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from raytune_attn.config import KNOBS, default_config
+from raytune_attn.tune.results import told_status
 from raytune_attn.tune.search.landscape import read_table
 
 GROUP_COLUMNS = ("problem_key", "gpu")  # what tells one group of comparable speeds from another
@@ -73,8 +74,8 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
         raise WarmStartError(f"the warm-start table has no {objective!r} column")
     y = pd.to_numeric(df[objective], errors="coerce").astype(float)
     ok = np.isfinite(y) & (y > 0)
-    if "status" in df.columns:
-        ok &= df["status"].astype(str) == "ok"
+    if "status" in df.columns:  # a trial ASHA stopped scores its last rung's value, as its searcher was told it
+        ok &= df["status"].map(told_status) == "ok"
     if not ok.any():
         raise WarmStartError("the warm-start table has no successful row")
     frame = df[have].copy()
