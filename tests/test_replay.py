@@ -28,7 +28,7 @@ def synthetic_path(tmp_path_factory):
 
 def test_landscape_from_a_table(synthetic_path):
     land = load_landscape(synthetic_path)
-    assert set(land.space.names) == {"BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages"}
+    assert land.space.names == ("BLOCK_M", "BLOCK_N", "PRE_LOAD_V", "num_warps", "num_stages")
     assert land.space.size == len(land.values) == 450  # only configs present in the table are candidates
     assert land.space.size_unconstrained == 750
     df = pd.read_parquet(synthetic_path)
