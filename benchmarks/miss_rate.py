@@ -23,6 +23,7 @@ as 20), cut to `--budget` (default: the smallest of theirs); `--out` then writes
 from __future__ import annotations
 
 import argparse
+import re
 import shlex
 import sys
 from collections.abc import Sequence
@@ -231,6 +232,14 @@ def report(runs: pd.DataFrame, budget: int, at: Sequence[int], command: str) -> 
         parts.append(f"The GP without priors, landscapes where a run misses after {bar}:\n\n"
                      + worst_runs(runs, "gp no priors", cols, budget))  # fmt: skip
     return "\n\n".join(parts) + "\n"
+
+
+def readme_command(text: str) -> str:
+    """The command a README.md this script wrote names under "Measured by:" (report); ValueError when it names none."""
+    m = re.search(r"Measured by:\n\n    (.+)\n", text)
+    if not m:
+        raise ValueError("no 'Measured by:' command")
+    return m.group(1)
 
 
 def given_sets(ap: argparse.ArgumentParser, specs: Sequence[str]) -> dict:

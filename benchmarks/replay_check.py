@@ -17,7 +17,6 @@ docs/benchmarks/search/).
 from __future__ import annotations
 
 import argparse
-import re
 import shlex
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -32,19 +31,10 @@ SEARCH_DOCS = ROOT / "docs" / "benchmarks" / "search"
 WITHIN = 50  # bar (b)'s budget: the sample's runs reached 98% of the best by then
 
 
-def readme_command(text: str) -> str:
-    """The command a miss_rate README names under "Measured by:"; ValueError when it names none."""
-    m = re.search(r"Measured by:\n\n    (.+)\n", text)
-    if not m:
-        raise ValueError("no 'Measured by:' command")
-    return m.group(1)
-
-
 def folders(root: Path = SEARCH_DOCS) -> list[Path]:
     """The folders under `root` with a runs.csv and a README whose command replays (not one that pools --runs)."""
-    return sorted(p.parent for p in root.glob("**/runs.csv")
-                  if (p.parent / "README.md").is_file()
-                  and "--runs" not in shlex.split(readme_command((p.parent / "README.md").read_text())))  # fmt: skip
+    readmes = [p.parent / "README.md" for p in root.glob("**/runs.csv") if (p.parent / "README.md").is_file()]
+    return sorted(r.parent for r in readmes if "--runs" not in shlex.split(miss_rate.readme_command(r.read_text())))
 
 
 def sample(runs: pd.DataFrame, per_searcher: int, within: int) -> pd.DataFrame:
@@ -82,7 +72,7 @@ def check(folder: Path, *, per_searcher: int = 1, within: int = WITHIN, jobs: in
     """The sampled runs of `folder` (see `sample`) that come out different when replayed now, one line each; empty
     when every one is as committed. ValueError naming the folder when its files cannot be read this way."""
     try:
-        a, sets = _sets(readme_command((folder / "README.md").read_text()))
+        a, sets = _sets(miss_rate.readme_command((folder / "README.md").read_text()))
         runs = pd.read_csv(folder / "runs.csv", keep_default_na=False)  # an empty problem_key: the file has none
         rows = sample(runs, per_searcher, within)
         options = {"noise": a.noise, "screen": a.screen}

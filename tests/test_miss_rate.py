@@ -18,6 +18,7 @@ from benchmarks.miss_rate import (
     measure,
     medians,
     misses,
+    readme_command,
     report,
     saved_runs,
     worst_runs,
@@ -201,7 +202,7 @@ def test_committed_reports_are_their_runs_reports(readme, capsys):
     """Each committed README.md is what its command prints from the runs.csv beside it (or, for --runs, the files it
     names): the tables and bar (a)'s figures in the docs come from the committed runs."""
     text = readme.read_text()
-    command = re.search(r"Measured by:\n\n    (.+)\n", text).group(1)
+    command = readme_command(text)
     argv = shlex.split(command)[3:]
     if "--runs" not in argv:
         budget = int(argv[argv.index("--budget") + 1])
