@@ -72,7 +72,8 @@ SCHEMA = pa.schema(
         _field("dtype", pa.string(), "problem dtype: float16 | bfloat16 | float32"),
         _field("varlen", pa.bool_(), "packed variable-length problem"),
         *[_field(k, _knob_type(t), f"config knob {k} (null: not set / baseline)") for k, t in KNOBS.items()],
-        _field("status", pa.string(), "ok | invalid | error | stopped (interrupted: marked by a resume)"),
+        _field("status", pa.string(), "ok | invalid | error | stopped (early, by ASHA: its last rung's metrics) | "
+                                      "interrupted (in flight when a driver died: marked by a resume)"),
         _field("reason", pa.string(), "why a trial is invalid, errored or was stopped"),
         _field("rung", pa.int32(), "last rung (benchmark budget level) the trial reached; null if none"),
         _field("latency_ms", pa.float64(), "median kernel latency at the last rung reached (ms)"),

@@ -21,7 +21,6 @@ from raytune_attn.tune.sweep.state import Ledger, ResumeStateError
 
 log = logging.getLogger(__name__)
 LEDGER_NAME = "ledger.jsonl"
-INTERRUPTED = "interrupted"
 
 
 @dataclass(frozen=True)
@@ -69,7 +68,7 @@ def load(out: Path) -> Resume:
     seen = {str(r["trial_id"]) for r in rows}
     done: dict[str, list] = {}
     for r in rows:
-        if r["status"] != INTERRUPTED:
+        if r["status"] != results.INTERRUPTED:
             done.setdefault(search_key(str(r["accelerator_type"]), str(r["problem_key"])), []).append(r)
     trials = [r for r in records if r["kind"] == "trial"]
     interrupted = tuple(r for r in trials if str(r.get("trial_id")) not in seen)
@@ -84,7 +83,7 @@ def interrupted_rows(prior: Resume, meta: dict) -> list[dict]:
 
     rows = []
     for rec in prior.interrupted:
-        metrics = {"status": INTERRUPTED, "rung": 0,
+        metrics = {"status": results.INTERRUPTED, "rung": 0,
                    "reason": f"in flight when the sweep's driver ended (attempt {rec.get('attempt')}); its config "
                              f"was free again for attempt {prior.attempt}"}
         try:
