@@ -1,14 +1,14 @@
 """Do the committed replay tables still come out of today's code? Replays a sample of a miss_rate folder's runs again.
 
 Each folder of docs/benchmarks/search (miss_rate*/, variants_screen/) holds the runs.csv and README.md of a
-`benchmarks.miss_rate` command, and tests/test_miss_rate.py checks that the README is the report of those runs. A
-replay is deterministic (every searcher and the noise are seeded; a 16-core host's CPUs and this 2-core machine give
-the same rows), so the runs themselves come out again for as long as the searchers do not change. This takes, for each
-searcher of a folder's runs.csv, the runs that took the most evaluations within `--within` (50 by default: long
-trajectories, where a changed step shows), replays each with the options of the command in the folder's README, and
-names every run that comes out different. When a change to a searcher moves them, the folders it names are to be
-measured again by their commands before the change lands (their numbers are quoted across docs/search.md and
-docs/benchmarks/search/).
+`benchmarks.miss_rate` command, and tests/test_miss_rate.py checks that the README is the report of those runs. A replay
+is deterministic on one numeric stack (every searcher and the noise are seeded; on another numpy / scipy about 1 run in
+100 takes another path: docs/benchmarks/search/bars.md, "Two machines"), so the runs themselves come out again for as
+long as the searchers do not change. This takes, for each searcher of a folder's runs.csv, the runs that took the most
+evaluations within `--within` (50 by default: long trajectories, where a changed step shows), replays each with the
+options of the command in the folder's README, and names every run that comes out different. When a change to a searcher
+moves them, the folders it names are to be measured again by their commands before the change lands (their numbers are
+quoted across docs/search.md and docs/benchmarks/search/).
 
     python -m benchmarks.replay_check docs/benchmarks/search/miss_rate_screen docs/benchmarks/search/miss_rate
     python -m benchmarks.replay_check --all --jobs 2   # every committed folder whose command replays

@@ -36,6 +36,11 @@ fit 2. This script asks whether the model would find them with that information,
   (the kept code turns through up to 5 basins, one step each).
 - `no pair features`: the GP's inputs are the knobs' encoding alone: is the kept code's pair features (the sum and
   the difference of every two ordered knobs) worth its inputs (on the 8-knob short space, 28 pairs of them)?
+- `niches of 3 knobs` and `7 niches of 3 knobs`: each basin's best differs from every better measured config in 3
+  knobs instead of 2 (5 or 7 basins); `global steps to new basins`: global steps only to candidates 3 or more knobs
+  from every basin's best; `global every 2nd`: a global step every 2nd evaluation without improvement. The failing
+  runs on the short space's D=128 full tables never leave the 128-row basins: do more distinct basins, or global
+  steps away from them, reach the 64-row one?
 
 For each landscape (the first problem key of each file of tests/data and tests/data/h200, and of the 9 files of
 tests/data/heldout recorded up to 2026-11-27, HELD_OUT) and variant: median / worst evaluations to 98% of the best
@@ -338,6 +343,43 @@ class NoPairFeatures(GPSearcher):
         return self.encoding.transform(configs)
 
 
+class Niche3(GPSearcher):
+    """Each basin's best differs from every better measured config in 3 knobs, not 2: two configs of one basin that
+    differ in two knobs that matter little (V preloaded, TMA) no longer take two of the basins' turns."""
+
+    _niche = 3
+
+
+class Niche3Of7(Niche3):
+    """Those basins, 7 of them instead of 5."""
+
+    _free_top = 7
+
+
+class GlobalToNewBasins(GPSearcher):
+    """Global steps go to candidates at least 3 knobs from every basin's best (when any is free): the failing runs on
+    the short space's D=128 full tables spend their steps in the 128-row basins and never measure the 64-row one."""
+
+    FAR = 3
+
+    def _global_acquisition(self, gp, Xa, y, available):
+        a = super()._global_acquisition(gp, Xa, y, available)
+        measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
+        if not measured:
+            return a
+        rows = self._cat[available]
+        far = np.ones(len(available), dtype=bool)
+        for i in self._centres(measured):
+            far &= (rows != self._cat[i]).sum(axis=1) >= self.FAR
+        return np.where(far, a, -np.inf) if far.any() else a
+
+
+class GlobalEvery2nd(GPSearcher):
+    """A global step every 2nd evaluation without improvement instead of every 3rd."""
+
+    _stall = 2
+
+
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
             "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,
             "plateau centres": PlateauCentres, "design of 20": LargerDesign, "late polish": LatePolish,
@@ -345,7 +387,8 @@ VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3
             "significant 1%": SignificantImprovement, "significant 2%": SignificantImprovement2,
             "Sobol design": SobolDesign, "long length scales": LongScales,
             "skip known neighbours": SkipKnown, "best basin every other turn": BestEveryOther,
-            "no pair features": NoPairFeatures}  # fmt: skip
+            "no pair features": NoPairFeatures, "niches of 3 knobs": Niche3, "7 niches of 3 knobs": Niche3Of7,
+            "global steps to new basins": GlobalToNewBasins, "global every 2nd": GlobalEvery2nd}  # fmt: skip
 
 
 def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:

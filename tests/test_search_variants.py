@@ -212,3 +212,38 @@ def test_given_landscapes_replay_every_problem_key(capsys, tmp_path):
     with pytest.raises(SystemExit):
         main(["--landscape", str(tmp_path / "none.parquet")])
     assert "no such file" in capsys.readouterr().err
+
+
+def test_niches_of_3_knobs_merge_a_basin_whose_best_differs_in_two():
+    from benchmarks.search_variants import Niche3, Niche3Of7
+    from raytune_attn.tune.search.gp import GPSearcher
+
+    space = SearchSpace.from_values({"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64], "num_warps": [2, 4, 8],
+                                     "num_stages": [2, 3]})
+    s = Niche3(space, seed=0, priors=False)
+    idx = {space.key(c): i for i, c in enumerate(s.candidates)}
+    # the best; a config 2 knobs from it (a niche of 2 knobs, not of 3); one 3 knobs from both
+    measured = [(0.0, idx[(64, 64, 4, 3)]), (-0.1, idx[(64, 32, 4, 2)]), (-0.2, idx[(128, 32, 8, 3)])]
+    kept = GPSearcher(space, seed=0, priors=False)
+    assert kept._centres(measured) == [idx[(64, 64, 4, 3)], idx[(64, 32, 4, 2)], idx[(128, 32, 8, 3)]]
+    assert s._centres(measured) == [idx[(64, 64, 4, 3)], idx[(128, 32, 8, 3)]]
+    assert Niche3Of7._niche == 3 and Niche3Of7._free_top == 7
+
+
+def test_global_steps_to_new_basins_rank_only_candidates_far_from_every_basin():
+    from benchmarks.search_variants import GlobalToNewBasins
+
+    space = SearchSpace.from_values({"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [2, 4, 8],
+                                     "num_stages": [2, 3, 4]})
+    s = GlobalToNewBasins(space, seed=0, priors=False)
+    idx = {space.key(c): i for i, c in enumerate(s.candidates)}
+    for k, v in {(64, 64, 4, 3): 0.0, (64, 32, 4, 2): -0.3, (32, 128, 2, 4): -0.5, (128, 64, 8, 2): -0.4}.items():
+        s._scores[idx[k]] = v
+    X, y, n = s._training_data([])
+    gp = s._fit(X, y, n)
+    free = np.array([i for i in range(len(s.candidates)) if i not in s._scores])
+    a = s._global_acquisition(gp, s._F[free], y[:n], free)
+    centres = s._centres(sorted(((v, i) for i, v in s._scores.items()), reverse=True))
+    far = np.array([min((s._cat[i] != s._cat[c]).sum() for c in centres) >= GlobalToNewBasins.FAR for i in free])
+    assert far.any() and (~far).any()
+    assert np.isneginf(a[~far]).all() and np.isfinite(a[far]).all()
