@@ -39,8 +39,8 @@ fit 2. This script asks whether the model would find them with that information,
 - `niches of 3 knobs` and `7 niches of 3 knobs`: each basin's best differs from every better measured config in 3
   knobs instead of 2 (5 or 7 basins); `global steps to new basins`: global steps only to candidates 3 or more knobs
   from every basin's best; `global every 2nd`: a global step every 2nd evaluation without improvement. The failing
-  runs on the short space's D=128 full tables never leave the 128-row basins: do more distinct basins, or global
-  steps away from them, reach the 64-row one?
+  runs on the H100's S=1024 D=128 full table of the short space never leave the 128-row basins: do more distinct
+  basins, or global steps away from them, reach the 64-row one?
 
 For each landscape (the first problem key of each file of tests/data and tests/data/h200, and of the 9 files of
 tests/data/heldout recorded up to 2026-11-27, HELD_OUT) and variant: median / worst evaluations to 98% of the best
@@ -358,7 +358,7 @@ class Niche3Of7(Niche3):
 
 class GlobalToNewBasins(GPSearcher):
     """Global steps go to candidates at least 3 knobs from every basin's best (when any is free): the failing runs on
-    the short space's D=128 full tables spend their steps in the 128-row basins and never measure the 64-row one."""
+    the H100's S=1024 D=128 full table spend their steps in the 128-row basins and never measure the 64-row one."""
 
     FAR = 3
 
