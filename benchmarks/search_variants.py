@@ -364,12 +364,12 @@ class GlobalToNewBasins(GPSearcher):
 
     def _global_acquisition(self, gp, Xa, y, available):
         a = super()._global_acquisition(gp, Xa, y, available)
-        measured = sorted(((s, i) for i, s in self._scores.items() if s is not None), reverse=True)
-        if not measured:
+        centres = self._step_centres(0)  # every basin's best; none before a success
+        if not centres:
             return a
         rows = self._cat[available]
         far = np.ones(len(available), dtype=bool)
-        for i in self._centres(measured):
+        for i in centres:
             far &= (rows != self._cat[i]).sum(axis=1) >= self.FAR
         return np.where(far, a, -np.inf) if far.any() else a
 
