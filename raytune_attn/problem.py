@@ -44,6 +44,11 @@ class Problem:
             raise ValueError("varlen problems draw one length per sequence for both q and k: seqlen_q == seqlen_k")
 
     @property
+    def gqa_group(self) -> int:
+        """Query heads per key/value head: the GQA group (1 without GQA)."""
+        return self.hq // self.hkv
+
+    @property
     def key(self) -> str:
         """Stable string form, e.g. `dense-b4-hq16-hkv16-sq4096-sk4096-d128-causal-bfloat16`."""
         kind = "varlen" if self.varlen else "dense"

@@ -168,12 +168,12 @@ def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str 
     vendor = device.vendor
     for e in usable:
         p = Problem.from_key(e["problem_key"])
-        cfg = check(e["config"], head_dim=p.head_dim, vendor=vendor, dtype=p.dtype, group=p.hq // p.hkv)
+        cfg = check(e["config"], head_dim=p.head_dim, vendor=vendor, dtype=p.dtype, group=p.gqa_group)
         if e["problem_key"].startswith("paged-"):  # never a dense or varlen call's: looked up by paged_runtime
             table.paged.append((p, cfg))
             continue
         table.exact[_shape_key(p)] = cfg
-        table.buckets.setdefault((p.head_dim, p.hq // p.hkv, p.causal, p.dtype), []).append((p, cfg))
+        table.buckets.setdefault((p.head_dim, p.gqa_group, p.causal, p.dtype), []).append((p, cfg))
     return table
 
 

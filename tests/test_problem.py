@@ -11,6 +11,11 @@ def test_key_round_trip():
     assert Problem.from_dict(p.to_dict()) == p
 
 
+def test_gqa_group_is_query_heads_per_kv_head():
+    base = dict(batch=1, seqlen_q=32, seqlen_k=32, head_dim=64, causal=False)
+    assert [Problem(hq=hq, hkv=hkv, **base).gqa_group for hq, hkv in ((8, 8), (32, 8), (32, 1))] == [1, 4, 32]
+
+
 @pytest.mark.parametrize(
     "fields, match",
     [

@@ -121,7 +121,7 @@ def _entry(key: SearchKey, best: dict, n_trials: int, base: tuple[float, str] | 
     problem = Problem.from_key(pkey)
     config = row_config(best)
     validation.check(config, head_dim=problem.head_dim, vendor=_str(best.get("vendor")) or None,
-                     dtype=problem.dtype, group=problem.hq // problem.hkv)
+                     dtype=problem.dtype, group=problem.gqa_group)
     entry: dict[str, Any] = {"accelerator_type": accel}
     entry.update({p: _str(best.get(p)) for p in artifact.ENTRY_PROVENANCE})
     entry.update({

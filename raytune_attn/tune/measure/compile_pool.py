@@ -158,7 +158,7 @@ def _compile_for(problem: Problem, config: dict, target, load: bool, t0: float) 
     from raytune_attn.tune.measure import cross_compile
 
     if getattr(problem, "kind", None) == "paged":  # judged by the paged kernel's rules, whatever knobs it names
-        cfg = validation.check_paged(config, head_dim=problem.head_dim, group=problem.hq // problem.hkv,
+        cfg = validation.check_paged(config, head_dim=problem.head_dim, group=problem.gqa_group,
                                      vendor=target.vendor, arch=target.prefilter_arch, dtype=problem.dtype)
         if load:
             return _compile_paged(problem, cfg, t0)

@@ -134,7 +134,7 @@ def _paged_job(index: int, config: dict, problem, target: Target) -> Job:
     architecture; no shared-memory estimate (the paged kernel has no model beyond one K and one V tile)."""
     from raytune_attn import validation
 
-    kw = dict(head_dim=problem.head_dim, group=problem.hq // problem.hkv, vendor=target.vendor, dtype=problem.dtype)
+    kw = dict(head_dim=problem.head_dim, group=problem.gqa_group, vendor=target.vendor, dtype=problem.dtype)
     try:
         full, refused = validation.check_paged(config, **kw), None
     except InvalidConfig as e:

@@ -47,7 +47,7 @@ class PagedWorkload:
         cfg = self._checked.get(key)
         if cfg is None:
             p = self.problem
-            cfg = self._checked[key] = check_paged_config(config, head_dim=p.head_dim, group=p.hq // p.hkv)
+            cfg = self._checked[key] = check_paged_config(config, head_dim=p.head_dim, group=p.gqa_group)
         return cfg
 
     def run(self, config: dict, out: torch.Tensor | None = None, compile_only: bool = False):

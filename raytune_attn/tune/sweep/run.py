@@ -118,7 +118,7 @@ def _searcher(plan: Plan, space, info: dict, p, n: int):
 
     arch = space.arch if space.arch in ARCHS else info["arch"]
     # The one validation screens the candidates: knob rules, shared memory on this arch, backend support.
-    pre = Screen.for_problem(arch, p.head_dim, p.dtype, p.hq // p.hkv) if arch in ARCHS else None
+    pre = Screen.for_problem(arch, p.head_dim, p.dtype, p.gqa_group) if arch in ARCHS else None
     # The GP reads the problem (head dim, sequence lengths, mask) for where it starts and what it screens.
     return make_searcher(plan.config.searcher, space, seed=plan.config.seed + n, prefilter=pre, problem=p,
                          **searcher_options(plan, space, p))
