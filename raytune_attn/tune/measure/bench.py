@@ -131,8 +131,8 @@ def unpad_output(out: torch.Tensor, w) -> torch.Tensor:
 def _varlen_candidates(w, backends):
     """(impl, fn, to_packed, note) for each SDPA backend and layout of a varlen workload. The inputs of a layout
     are built (outside any timing) when its first candidate is reached and dropped after its last."""
-    gqa = w.problem.hq != w.problem.hkv
     ratio = w.problem.gqa_group
+    gqa = ratio > 1
     for layout, supported in VARLEN_LAYOUTS.items():
         todo = [b for b in backends if b in supported]
         if not todo:
