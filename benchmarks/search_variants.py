@@ -380,6 +380,38 @@ class GlobalEvery2nd(GPSearcher):
     _stall = 2
 
 
+class _RoughModel(Model):
+    """A Matern kernel of smoothness NU instead of 5/2: a rougher prior lets a lone peak sit beside configs that
+    measure well below it, so the model keeps more uncertainty one knob away from what it has measured."""
+
+    NU = 1.5
+
+    def kernel(self):
+        kernel = super().kernel()
+        kernel.k1.k2.nu = self.NU
+        return kernel
+
+
+class _RoughestModel(_RoughModel):
+    NU = 0.5
+
+
+class Matern32(GPSearcher):
+    """The GP's kernel a Matern 3/2 instead of 5/2."""
+
+    _model_class = _RoughModel
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._model = self._model_class(self._F.shape[1], self.seed)
+
+
+class Matern12(Matern32):
+    """The GP's kernel a Matern 1/2 (exponential) instead of 5/2."""
+
+    _model_class = _RoughestModel
+
+
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
             "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,
             "plateau centres": PlateauCentres, "design of 20": LargerDesign, "late polish": LatePolish,
@@ -388,7 +420,8 @@ VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3
             "Sobol design": SobolDesign, "long length scales": LongScales,
             "skip known neighbours": SkipKnown, "best basin every other turn": BestEveryOther,
             "no pair features": NoPairFeatures, "niches of 3 knobs": Niche3, "7 niches of 3 knobs": Niche3Of7,
-            "global steps to new basins": GlobalToNewBasins, "global every 2nd": GlobalEvery2nd}  # fmt: skip
+            "global steps to new basins": GlobalToNewBasins, "global every 2nd": GlobalEvery2nd,
+            "Matern 3/2": Matern32, "Matern 1/2": Matern12}  # fmt: skip
 
 
 def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:

@@ -248,3 +248,23 @@ def test_global_steps_to_new_basins_rank_only_candidates_far_from_every_basin():
     far = np.array([min((s._cat[i] != s._cat[c]).sum() for c in centres) >= GlobalToNewBasins.FAR for i in free])
     assert far.any() and (~far).any()
     assert np.isneginf(a[~far]).all() and np.isfinite(a[far]).all()
+
+
+def test_matern_variants_fit_the_rougher_kernel_they_name():
+    from benchmarks.search_variants import Matern12, Matern32
+
+    space = SearchSpace.from_values({"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [2, 4, 8],
+                                     "num_stages": [2, 3, 4]})
+    forms = {Matern32: lambda r: (1 + math.sqrt(3) * r) * math.exp(-math.sqrt(3) * r), Matern12: lambda r: math.exp(-r)}
+    for cls, form in forms.items():
+        s = cls(space, seed=0, priors=False)
+        idx = {space.key(c): i for i, c in enumerate(s.candidates)}
+        for k, v in {(64, 64, 4, 3): 0.0, (64, 32, 4, 2): -0.3, (32, 128, 2, 4): -0.5, (128, 64, 8, 2): -0.4}.items():
+            s._scores[idx[k]] = v
+        X, y, n = s._training_data([])
+        gp = s._fit(X, y, n)
+        matern = gp.kernel_.k1
+        scale, ls = matern.k1.constant_value, np.asarray(matern.k2.length_scale)
+        a, b = s._F[idx[(64, 64, 4, 3)]], s._F[idx[(128, 128, 8, 4)]]
+        r = float(np.sqrt((((a - b) / ls) ** 2).sum()))
+        assert math.isclose(matern(a[None], b[None])[0, 0], scale * form(r), rel_tol=1e-9), cls.__name__
