@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from benchmarks.landscape_spec import split_spec
 from raytune_attn.device import detect
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.compile_pool import CompilePool
@@ -125,10 +126,10 @@ def main(argv=None) -> int:
         ap.error("needs a GPU: the landscapes' values are GPU timings")
     jobs = []
     for spec in args.landscape:  # read every landscape before compiling anything: a bad path fails at once
-        path, _, key = spec.partition("::")
-        if not Path(path).is_file():
+        path, key = split_spec(spec)
+        if not path.is_file():
             ap.error(f"--landscape {path}: no such file")
-        jobs.append((path, *top_configs(path, key or None, args.top)))
+        jobs.append((str(path), *top_configs(str(path), key, args.top)))
     gpu, rows = detect().name, []
     with CompilePool(args.workers) as pool:
         for path, key, best in jobs:

@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks.bootstrap import figure, paired_ratio_interval, ratio_interval
+from benchmarks.landscape_spec import split_spec
 from benchmarks.replay_args import add_replay_args, check_replay_args
 from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes, load_cell
 from benchmarks.search_variants import VARIANTS as GP_VARIANTS
@@ -246,7 +247,7 @@ def given_sets(ap: argparse.ArgumentParser, specs: Sequence[str]) -> dict:
     """Set name (the file's stem) -> (its FILE or FILE::KEY specs, 0: every key); a missing file is refused now."""
     sets: dict[str, tuple[list[str], int]] = {}
     for spec in specs:
-        path = Path(spec.partition("::")[0])
+        path = split_spec(spec)[0]
         if not path.is_file():
             ap.error(f"--landscape {spec}: no such file {path}")
         sets.setdefault(path.stem, ([], 0))[0].append(spec)

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from benchmarks import miss_rate
+from benchmarks.landscape_spec import split_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SEARCH_DOCS = ROOT / "docs" / "benchmarks" / "search"
@@ -57,7 +58,7 @@ def _sets(command: str) -> tuple[argparse.Namespace, dict]:
 
 def _path(files: Sequence, stem: str) -> Path:
     for spec in files:
-        path = Path(str(spec).partition("::")[0])
+        path = split_spec(spec)[0]
         if path.stem == stem:
             return path
     raise ValueError(f"no file {stem} in its set")

@@ -26,6 +26,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 
+from benchmarks.landscape_spec import split_spec
 from benchmarks.replay_table import geomean, runs_cell, summary_cell
 from raytune_attn.tune.search.landscape import load_landscape
 from raytune_attn.tune.search.replay import replay
@@ -44,8 +45,7 @@ def landscapes(paths: Sequence[Path | str], keys_per_file: int) -> list[tuple[Pa
     written FILE::KEY gives that key of the file alone."""
     out = []
     for spec in paths:
-        p, _, key = str(spec).partition("::")
-        p = Path(p)
+        p, key = split_spec(spec)
         if key:
             out.append((p, key))
             continue
