@@ -38,7 +38,8 @@ from benchmarks.replay_args import add_replay_args, check_replay_args
 from benchmarks.search_table import DATA, DEVELOPED_ON, VARIANTS, landscapes, load_cell
 from benchmarks.search_variants import VARIANTS as GP_VARIANTS
 from benchmarks.search_variants import variant_runs
-from raytune_attn.tune.search.replay import run_seeds
+from raytune_attn.tune.search.landscape import Landscape
+from raytune_attn.tune.search.replay import Run, run_seeds
 
 HELD = DATA / "heldout"
 # Set -> (files, problem keys per file: 0 = all), as the seven search_table commands of docs/search.md (the first)
@@ -68,18 +69,25 @@ SEARCHERS = [c for c, *_ in VARIANTS] + [VARIANT + v for v in GP_VARIANTS if v !
 COLUMNS = [*PROBLEM, "knobs", "searcher", "seed", "evals_to_98", "budget"]  # runs.csv
 
 
+def replay_runs(path: Path, key: str | None, column: str, *, seeds: int, seed_start: int, budget: int,
+                noise: float, screen: bool = False) -> tuple[Landscape, list[Run]]:  # fmt: skip
+    """The landscape and each seed's run of `column` on it; `screen`: the candidates a sweep would screen
+    (replay.sweep_screen)."""
+    if column.startswith(VARIANT):
+        return variant_runs(path, key, column.removeprefix(VARIANT), seeds=seeds, budget=budget,
+                            seed_start=seed_start, noise=noise, screen=screen)  # fmt: skip
+    land = load_cell(path, key)
+    _, name, opts = next(v for v in VARIANTS if v[0] == column)
+    return land, run_seeds(land, name, budget=budget, seeds=seeds, seed_start=seed_start, options=opts, noise=noise,
+                           screen=screen)  # fmt: skip
+
+
 def measure(path: Path, key: str | None, column: str, *, seeds: int, seed_start: int, budget: int,
             noise: float, screen: bool = False) -> tuple[int, list[int]]:  # fmt: skip
     """The landscape's knobs, and the evaluations to 98% of its best of each seed's run of `column` (budget + 1:
-    never); `screen`: the candidates a sweep would screen (replay.sweep_screen)."""
-    if column.startswith(VARIANT):
-        land, runs = variant_runs(path, key, column.removeprefix(VARIANT), seeds=seeds, budget=budget,
-                                  seed_start=seed_start, noise=noise, screen=screen)  # fmt: skip
-    else:
-        land = load_cell(path, key)
-        _, name, opts = next(v for v in VARIANTS if v[0] == column)
-        runs = run_seeds(land, name, budget=budget, seeds=seeds, seed_start=seed_start, options=opts, noise=noise,
-                         screen=screen)  # fmt: skip
+    never)."""
+    land, runs = replay_runs(path, key, column, seeds=seeds, seed_start=seed_start, budget=budget, noise=noise,
+                             screen=screen)  # fmt: skip
     return len(land.space.names), [r.evals_to(0.98 * land.best, budget) for r in runs]
 
 
