@@ -230,19 +230,25 @@ def test_niches_of_3_knobs_merge_a_basin_whose_best_differs_in_two():
     assert Niche3Of7._niche == 3 and Niche3Of7._free_top == 7
 
 
-def test_global_steps_to_new_basins_rank_only_candidates_far_from_every_basin():
-    from benchmarks.search_variants import GlobalToNewBasins
-
+def _four_measured(cls):
+    """A `cls` searcher (without priors) on a 4-knob space with four configs measured in two basins, its GP fitted on
+    them: (searcher, config key -> candidate index, gp, the scores fitted on)."""
     space = SearchSpace.from_values({"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [2, 4, 8],
                                      "num_stages": [2, 3, 4]})
-    s = GlobalToNewBasins(space, seed=0, priors=False)
+    s = cls(space, seed=0, priors=False)
     idx = {space.key(c): i for i, c in enumerate(s.candidates)}
     for k, v in {(64, 64, 4, 3): 0.0, (64, 32, 4, 2): -0.3, (32, 128, 2, 4): -0.5, (128, 64, 8, 2): -0.4}.items():
         s._scores[idx[k]] = v
     X, y, n = s._training_data([])
-    gp = s._fit(X, y, n)
+    return s, idx, s._fit(X, y, n), y[:n]
+
+
+def test_global_steps_to_new_basins_rank_only_candidates_far_from_every_basin():
+    from benchmarks.search_variants import GlobalToNewBasins
+
+    s, _, gp, y = _four_measured(GlobalToNewBasins)
     free = np.array([i for i in range(len(s.candidates)) if i not in s._scores])
-    a = s._global_acquisition(gp, s._F[free], y[:n], free)
+    a = s._global_acquisition(gp, s._F[free], y, free)
     centres = s._step_centres(0)
     assert len(centres) >= 2  # the best and at least one other basin
     far = np.array([min((s._cat[i] != s._cat[c]).sum() for c in centres) >= GlobalToNewBasins.FAR for i in free])
@@ -253,16 +259,9 @@ def test_global_steps_to_new_basins_rank_only_candidates_far_from_every_basin():
 def test_matern_variants_fit_the_rougher_kernel_they_name():
     from benchmarks.search_variants import Matern12, Matern32
 
-    space = SearchSpace.from_values({"BLOCK_M": [32, 64, 128], "BLOCK_N": [32, 64, 128], "num_warps": [2, 4, 8],
-                                     "num_stages": [2, 3, 4]})
     forms = {Matern32: lambda r: (1 + math.sqrt(3) * r) * math.exp(-math.sqrt(3) * r), Matern12: lambda r: math.exp(-r)}
     for cls, form in forms.items():
-        s = cls(space, seed=0, priors=False)
-        idx = {space.key(c): i for i, c in enumerate(s.candidates)}
-        for k, v in {(64, 64, 4, 3): 0.0, (64, 32, 4, 2): -0.3, (32, 128, 2, 4): -0.5, (128, 64, 8, 2): -0.4}.items():
-            s._scores[idx[k]] = v
-        X, y, n = s._training_data([])
-        gp = s._fit(X, y, n)
+        s, idx, gp, _ = _four_measured(cls)
         matern = gp.kernel_.k1
         scale, ls = matern.k1.constant_value, np.asarray(matern.k2.length_scale)
         a, b = s._F[idx[(64, 64, 4, 3)]], s._F[idx[(128, 128, 8, 4)]]
