@@ -57,7 +57,11 @@ def collect(folders: Sequence[Path], at: int, searchers: Sequence[str], jobs: in
     `reached`, the fraction of the best after `at` evaluations replayed now."""
     rows, work = [], []
     for folder in folders:  # every folder read and its command parsed before any replay
-        runs = missed(read_folder(folder), at)
+        runs = read_folder(folder)  # its errors name the folder
+        try:
+            runs = missed(runs, at)
+        except ValueError as e:
+            raise ValueError(f"{folder}: {e}") from None
         if searchers:
             runs = runs[runs.searcher.isin(searchers)]
         rows.append(runs.assign(folder=str(folder)))

@@ -48,6 +48,10 @@ def test_a_folder_that_cannot_be_replayed_is_refused_by_name(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main([str(tmp_path), "--at", "0"])
     assert "at least 1" in capsys.readouterr().err
+    runs = ROOT / "docs" / "benchmarks" / "search" / "miss_rate_screen"  # budget 100
+    with pytest.raises(SystemExit):
+        main([str(runs), "--at", "200"])
+    assert f"{runs}: runs of budget 100 cannot say where they are after 200" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("folder", sorted((ROOT / "docs" / "benchmarks" / "search" / "miss_depth").glob("*/")),
