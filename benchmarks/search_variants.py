@@ -154,9 +154,7 @@ class _EnsembleModel(Model):
 
 
 class Ensemble(GPSearcher):
-    def _reset(self) -> None:
-        super()._reset()
-        self._model = _EnsembleModel(self._F.shape[1], self.seed)
+    _model_class = _EnsembleModel
 
 
 class GlobalEvery4th(GPSearcher):
@@ -305,9 +303,7 @@ class _LongModel(Model):
 
 
 class LongScales(GPSearcher):
-    def _reset(self) -> None:
-        super()._reset()
-        self._model = _LongModel(self._F.shape[1], self.seed)
+    _model_class = _LongModel
 
 
 class SkipKnown(LongScales):
@@ -400,10 +396,6 @@ class Matern32(GPSearcher):
     """The GP's kernel a Matern 3/2 instead of 5/2."""
 
     _model_class = _RoughModel
-
-    def _reset(self) -> None:
-        super()._reset()
-        self._model = self._model_class(self._F.shape[1], self.seed)
 
 
 class Matern12(Matern32):

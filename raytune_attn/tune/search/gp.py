@@ -84,6 +84,7 @@ class GPSearcher(DiscreteSearcher):
     _local_kappa = 1.0  # without priors, local steps rank by mean + kappa * sd (0: the mean alone)
     _free_top = 5  # without priors, the local steps move from this many measured configs (the best of each basin)
     _niche = 2  # without priors, each of those differs from every better measured config in at least this many knobs
+    _model_class = Model  # the GP model: its kernel and when it refits
 
     def __init__(self, space, *, n_initial: int = 6, problem: Any = None, warm_start: Any = None,
                  priors: bool = True, cost_aware: bool = True, **kw):
@@ -112,7 +113,7 @@ class GPSearcher(DiscreteSearcher):
 
     def _reset(self) -> None:
         self._scores: dict[int, float | None] = {}  # candidate index -> score (None = failed)
-        self._model = Model(self._F.shape[1], self.seed)
+        self._model = self._model_class(self._F.shape[1], self.seed)
         design = Design(self.space, self.candidates, self._index, self._cat, self._X, self.encoding.transform)
         n_design = self.n_initial if self.priors else max(self.n_initial, min(self._design_min,
                                                                              len(self.candidates) // 45))
