@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from benchmarks import miss_rate
-from benchmarks.replay_check import ROOT, read_folder, replay_jobs
+from benchmarks.replay_check import read_folder
 
 AT = 50  # bar (b)'s budget
 WITHIN = (0.97, 0.95)  # the bands counted beside bar (b)'s 0.98
@@ -57,15 +57,15 @@ def collect(folders: Sequence[Path], at: int, searchers: Sequence[str], jobs: in
     `reached`, the fraction of the best after `at` evaluations replayed now."""
     rows, work = [], []
     for folder in folders:  # every folder read and its command parsed before any replay
-        runs = read_folder(folder)  # its errors name the folder
+        read = read_folder(folder)  # its errors name the folder
         try:
-            runs = missed(runs, at)
+            runs = missed(read.runs, at)
         except ValueError as e:
             raise ValueError(f"{folder}: {e}") from None
         if searchers:
             runs = runs[runs.searcher.isin(searchers)]
         rows.append(runs.assign(folder=str(folder)))
-        work += replay_jobs(folder, runs, at)
+        work += read.jobs(runs, at)
     with ProcessPoolExecutor(jobs) as pool:  # each run seeded: the same fractions for any --jobs
         reached = list(pool.map(_reached, work))
     cols = ["folder", *miss_rate.PROBLEM, "searcher", "seed"]
@@ -124,16 +124,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
         df.to_csv(a.out / "depth.csv", index=False)
-        argv = sys.argv[1:] if argv is None else list(argv)
-        command = shlex.join(["python", "-m", "benchmarks.miss_depth", *(_rel(x) for x in argv)])
+        command = "python -m benchmarks.miss_depth " + shlex.join(sys.argv[1:] if argv is None else argv)
         (a.out / "README.md").write_text(f"# How far the misses end\n\nMeasured by:\n\n    {command}\n\n{text}\n")
     return 0
-
-
-def _rel(arg: str) -> str:
-    """A path argument relative to the repository root, as the committed commands write them."""
-    p = Path(arg)
-    return str(p.resolve().relative_to(ROOT)) if p.is_absolute() and p.resolve().is_relative_to(ROOT) else arg
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import argparse
 import shlex
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -64,31 +65,38 @@ def _path(files: Sequence, stem: str) -> Path:
     raise ValueError(f"no file {stem} in its set")
 
 
-def read_folder(folder: Path) -> pd.DataFrame:
-    """The runs.csv of a miss_rate folder; ValueError naming the folder when it cannot be read or its README has no
-    command that replays the runs."""
+@dataclass(frozen=True)
+class Folder:
+    """A miss_rate folder read: its runs.csv and what its README's command replays them with."""
+
+    path: Path
+    runs: pd.DataFrame
+    sets: dict  # set name -> (files, keys per file), as miss_rate.SETS
+    options: dict  # the command's noise and screen
+
+    def jobs(self, rows: pd.DataFrame, budget: int) -> list[tuple]:
+        """(file, problem key, searcher, seed, budget, options) to replay each of `rows` (runs of this folder) up to
+        `budget` evaluations (at most its own); ValueError naming the folder when a row's landscape is not in the
+        command's sets."""
+        try:
+            return [(_path(self.sets[r.set][0], r.landscape), r.problem_key or None, r.searcher, int(r.seed),
+                     min(budget, int(r.budget)), self.options) for r in rows.itertuples()]  # fmt: skip
+        except (KeyError, ValueError) as e:
+            raise ValueError(f"{self.path}: cannot replay its runs ({e})") from None
+
+
+def read_folder(folder: Path) -> Folder:
+    """A miss_rate folder's runs and its command's options; ValueError naming the folder when it cannot be read, its
+    README has no command that replays the runs, or its runs.csv lacks a column."""
     try:
-        _sets(miss_rate.readme_command((folder / "README.md").read_text()))
+        a, sets = _sets(miss_rate.readme_command((folder / "README.md").read_text()))
         runs = pd.read_csv(folder / "runs.csv", keep_default_na=False)  # an empty problem_key: the file has none
     except (OSError, ValueError, SystemExit) as e:  # SystemExit: argparse refused the command
         raise ValueError(f"{folder}: cannot replay its runs ({e})") from None
     missing = [c for c in miss_rate.COLUMNS if c not in runs.columns]
     if missing:
         raise ValueError(f"{folder}: cannot replay its runs (runs.csv has no column {', '.join(missing)})")
-    return runs
-
-
-def replay_jobs(folder: Path, rows: pd.DataFrame, budget: int) -> list[tuple]:
-    """(file, problem key, searcher, seed, budget, options) to replay each of `rows` (runs of the folder's runs.csv) up
-    to `budget` evaluations (at most its own), with the options of the folder's command; ValueError naming the folder
-    when its README has no command that replays them."""
-    try:
-        a, sets = _sets(miss_rate.readme_command((folder / "README.md").read_text()))
-        options = {"noise": a.noise, "screen": a.screen}
-        return [(_path(sets[r.set][0], r.landscape), r.problem_key or None, r.searcher, int(r.seed),
-                 min(budget, int(r.budget)), options) for r in rows.itertuples()]  # fmt: skip
-    except (OSError, KeyError, ValueError, SystemExit) as e:  # SystemExit: argparse refused the command
-        raise ValueError(f"{folder}: cannot replay its runs ({e})") from None
+    return Folder(folder, runs, sets, {"noise": a.noise, "screen": a.screen})
 
 
 def _replay(job: tuple) -> int:
@@ -99,8 +107,9 @@ def _replay(job: tuple) -> int:
 def check(folder: Path, *, per_searcher: int = 1, within: int = WITHIN, jobs: int = 1) -> list[str]:
     """The sampled runs of `folder` (see `sample`) that come out different when replayed now, one line each; empty
     when every one is as committed. ValueError naming the folder when its files cannot be read this way."""
-    rows = sample(read_folder(folder), per_searcher, within)
-    jobs_ = replay_jobs(folder, rows, within)
+    read = read_folder(folder)
+    rows = sample(read.runs, per_searcher, within)
+    jobs_ = read.jobs(rows, within)
     with ProcessPoolExecutor(jobs) as pool:
         got = list(pool.map(_replay, jobs_))
     return [f"{folder}: {r.searcher} on {r.landscape} {r.problem_key} seed {r.seed}: committed {r.evals_to_98}, "
