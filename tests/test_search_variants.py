@@ -4,9 +4,11 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pytest
 from skopt.learning import GaussianProcessRegressor
 
 from benchmarks.search_variants import RecordedOccupancy, _Mixture, blocks_per_sm
+from raytune_attn.tune.search._model import Model
 from raytune_attn.tune.search.space import SearchSpace
 
 
@@ -267,3 +269,49 @@ def test_matern_variants_fit_the_rougher_kernel_they_name():
         a, b = s._F[idx[(64, 64, 4, 3)]], s._F[idx[(128, 128, 8, 4)]]
         r = float(np.sqrt((((a - b) / ls) ** 2).sum()))
         assert math.isclose(matern(a[None], b[None])[0, 0], scale * form(r), rel_tol=1e-9), cls.__name__
+
+
+def test_leave_one_out_z_scores_match_refits_without_each_point():
+    from sklearn.gaussian_process import GaussianProcessRegressor as Plain
+    from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+
+    from benchmarks.search_variants import loo_z
+
+    rng = np.random.default_rng(1)
+    X, y = rng.random((12, 2)), rng.standard_normal(12)
+    kernel = RBF(0.4) + WhiteKernel(0.05)
+    full = Plain(kernel, optimizer=None).fit(X, y)
+    for i, z in enumerate(loo_z(full)):  # the reference: the GP conditioned on the other 11 points
+        rest = np.arange(12) != i
+        mu, sd = Plain(kernel, optimizer=None).fit(X[rest], y[rest]).predict(X[i : i + 1], return_std=True)
+        assert z == pytest.approx((y[i] - mu[0]) / sd[0], rel=1e-6)
+
+
+def test_loo_calibrated_model_scales_the_sd_by_its_leave_one_out_errors():
+    from benchmarks.search_variants import _LooCalibratedModel, loo_z
+
+    rng = np.random.default_rng(2)
+    X = rng.random((20, 3))
+    smooth = X.sum(axis=1)
+    spiky = smooth + np.where(np.arange(20) == 0, 3.0, 0.0)  # one point far above its neighbours' trend
+    q = rng.random((6, 3))
+    for y in (smooth, spiky):
+        plain = Model(3, seed=0).fit(X, y, len(y))
+        model = _LooCalibratedModel(3, seed=0)
+        calibrated = model.fit(X, y, len(y))
+        rms = float(np.sqrt(np.mean(loo_z(plain) ** 2)))
+        assert model.scale == pytest.approx(min(max(rms, 1.0), _LooCalibratedModel.MAX_SCALE))
+        (mu, sd), (cmu, csd) = plain.predict(q, return_std=True), calibrated.predict(q, return_std=True)
+        np.testing.assert_allclose(cmu, mu)
+        np.testing.assert_allclose(csd, sd * model.scale)
+    assert model.scale > 1  # the spike misses its leave-one-out prediction by more than the sd says
+
+
+def test_wider_sd_doubles_the_posterior_sd_and_keeps_the_mean():
+    from benchmarks.search_variants import _WiderSdModel
+
+    rng = np.random.default_rng(3)
+    X, y, q = rng.random((10, 2)), rng.random(10), rng.random((4, 2))
+    (mu, sd), (wmu, wsd) = (m(2, seed=0).fit(X, y, 10).predict(q, return_std=True) for m in (Model, _WiderSdModel))
+    np.testing.assert_allclose(wmu, mu)
+    np.testing.assert_allclose(wsd, 2 * sd)
