@@ -46,6 +46,11 @@ fit 2. This script asks whether the model would find them with that information,
 - `LOO-calibrated sd` and `sd x2`: the GP's posterior sd scaled by the root mean square of its leave-one-out z-scores
   on the measured configs (at least 1), or doubled everywhere. On the runs that miss, the model ranks the best config
   as a sure loss (benchmarks.miss_trace): is it too sure?
+- `main-effects mean`: the GP fitted on the residuals of a Bayesian linear model of every knob value's effect (an
+  additive model in log TFLOP/s), so that a knob value's effect measured in one part of the space is expected in
+  another: in seed 1 of the H100 fp16 D=128 causal runs that miss, 8 warps measured 1.6x 4 warps at 128 x 64, and the GP
+  still ranked the best, 128 x 32 with 8 warps (its 4-warp twin measured), a sure loss.
+  `main effects, global steps`: that model ranks the global steps only, the kept GP the local steps.
 
 For each landscape (the first problem key of each file of tests/data and tests/data/h200, and of the 9 files of
 tests/data/heldout recorded up to 2026-11-27, HELD_OUT) and variant: median / worst evaluations to 98% of the best
@@ -464,6 +469,66 @@ class WiderSd(GPSearcher):
     _model_class = _WiderSdModel
 
 
+class _MainEffectsPlusGP:
+    """A Bayesian linear model of the knobs' main effects plus a GP on its residuals: the sum of the two means, the
+    standard deviation of the sum (the linear model's weight uncertainty and the GP's, taken as independent)."""
+
+    def __init__(self, linear, gp, levels):
+        self.linear, self.gp, self.levels = linear, gp, levels
+
+    def predict(self, X, return_std=False):
+        Z = one_hot(X, self.levels)
+        mean = self.linear.predict(Z)
+        if not return_std:
+            return mean + self.gp.predict(X)
+        mu, sd = self.gp.predict(X, return_std=True)
+        Zc = Z - self.linear.X_offset_
+        var = np.maximum(np.einsum("ij,jk,ik->i", Zc, self.linear.sigma_, Zc), 0.0)
+        return mean + mu, np.sqrt(sd**2 + var)
+
+
+def one_hot(X: np.ndarray, levels: Sequence[np.ndarray]) -> np.ndarray:
+    """Indicator columns of each encoded knob's values (`levels[j]`: the values column j takes; a column with one value
+    gives none): the design matrix of the knobs' main effects."""
+    cols = [np.isclose(X[:, j, None], lv[None, :]).astype(float) for j, lv in enumerate(levels) if len(lv) > 1]
+    return np.hstack(cols) if cols else np.zeros((len(X), 0))
+
+
+class MainEffectsMean(GPSearcher):
+    """The GP models the residuals of a Bayesian ridge regression (sklearn's BayesianRidge) on indicators of every
+    knob's value, fitted on the measured scores: an additive model in log TFLOP/s, so that what a knob value does in
+    one part of the space (8 warps instead of 4 at 128 x 64) is expected where it has not been measured (at 128 x 32);
+    the stationary kernel alone lets that effect fade a few knobs away. Both means add up; the uncertainty is the
+    regression's and the GP's."""
+
+    def __init__(self, space, **kw):
+        super().__init__(space, **kw)
+        self._levels = [np.unique(self._X[:, j]) for j in range(self._X.shape[1])]
+
+    def _fit(self, X, y, n_fit):
+        from sklearn.linear_model import BayesianRidge
+
+        Z = one_hot(X[:, : self._X.shape[1]], self._levels)
+        linear = BayesianRidge().fit(Z[:n_fit], y[:n_fit])
+        return _MainEffectsPlusGP(linear, self._model.fit(X, y - linear.predict(Z), n_fit), self._levels)
+
+
+class MainEffectsGlobal(MainEffectsMean):
+    """The main-effects model ranks the global steps only; the local steps rank by the kept code's GP (a model of its
+    own, fitted on the same scores with its own hyperparameters)."""
+
+    def _reset(self) -> None:
+        super()._reset()
+        self._plain_model = Model(self._F.shape[1], self.seed)
+
+    def _fit(self, X, y, n_fit):
+        self._plain = self._plain_model.fit(X, y, n_fit)
+        return super()._fit(X, y, n_fit)
+
+    def _local_acquisition(self, gp, Xl):
+        return super()._local_acquisition(self._plain, Xl)
+
+
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
             "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,
             "plateau centres": PlateauCentres, "design of 20": LargerDesign, "late polish": LatePolish,
@@ -474,7 +539,8 @@ VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3
             "no pair features": NoPairFeatures, "niches of 3 knobs": Niche3, "7 niches of 3 knobs": Niche3Of7,
             "global steps to new basins": GlobalToNewBasins, "global every 2nd": GlobalEvery2nd,
             "Matern 3/2": Matern32, "Matern 1/2": Matern12, "LOO-calibrated sd": LooCalibrated,
-            "sd x2": WiderSd}  # fmt: skip
+            "sd x2": WiderSd, "main-effects mean": MainEffectsMean,
+            "main effects, global steps": MainEffectsGlobal}  # fmt: skip
 
 
 def occupancy(df: pd.DataFrame, names: Sequence[str]) -> dict[tuple, tuple[float, float]]:

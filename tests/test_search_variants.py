@@ -315,3 +315,37 @@ def test_wider_sd_doubles_the_posterior_sd_and_keeps_the_mean():
     (mu, sd), (wmu, wsd) = (m(2, seed=0).fit(X, y, 10).predict(q, return_std=True) for m in (Model, _WiderSdModel))
     np.testing.assert_allclose(wmu, mu)
     np.testing.assert_allclose(wsd, 2 * sd)
+
+
+def test_main_effects_mean_adds_a_linear_model_of_knob_values_to_the_gp():
+    from sklearn.linear_model import BayesianRidge
+
+    from benchmarks.search_variants import MainEffectsMean, one_hot
+
+    X = np.array([[0.0, 0.5], [1.0, 0.5], [0.5, 0.0], [0.0, 0.0]])
+    levels = [np.unique(X[:, 0]), np.unique(X[:, 1]), np.array([0.3])]  # a one-valued column gives no indicator
+    np.testing.assert_array_equal(one_hot(np.hstack([X, np.full((4, 1), 0.3)]), levels),
+                                  [[1, 0, 0, 0, 1], [0, 0, 1, 0, 1], [0, 1, 0, 1, 0], [1, 0, 0, 1, 0]])  # fmt: skip
+    s, _, model, y = _four_measured(MainEffectsMean)
+    X, _, n = s._training_data([])
+    k = s._X.shape[1]
+    Z = one_hot(X[:, :k], s._levels)
+    linear = BayesianRidge().fit(Z, y)  # the reference: the regression, then the GP on its residuals
+    gp = Model(X.shape[1], s.seed).fit(X, y - linear.predict(Z), n)
+    q = s._F[:7]
+    zq = one_hot(q[:, :k], s._levels) - linear.X_offset_
+    (mu, sd), (gmu, gsd) = model.predict(q, return_std=True), gp.predict(q, return_std=True)
+    np.testing.assert_allclose(mu, linear.predict(one_hot(q[:, :k], s._levels)) + gmu, rtol=1e-9)
+    np.testing.assert_allclose(sd**2, gsd**2 + np.sum((zq @ linear.sigma_) * zq, axis=1), rtol=1e-9)
+
+
+def test_main_effects_global_ranks_local_steps_by_the_kept_gp():
+    from benchmarks.search_variants import MainEffectsGlobal
+    from raytune_attn.tune.search.gp import GPSearcher
+
+    s, _, model, y = _four_measured(MainEffectsGlobal)
+    kept, _, gp, _ = _four_measured(GPSearcher)  # the same scores: the reference for the local steps
+    q = s._F[:7]
+    np.testing.assert_allclose(s._local_acquisition(model, q), kept._local_acquisition(gp, q), rtol=1e-9)
+    free = np.arange(7)
+    assert not np.allclose(s._global_acquisition(model, q, y, free), kept._global_acquisition(gp, q, y, free))
