@@ -96,3 +96,13 @@ def test_bad_arguments_are_refused_before_any_replay(capsys):
     with pytest.raises(SystemExit):
         main([])
     assert "--landscape" in capsys.readouterr().err
+
+
+def test_committed_readme_is_the_report_of_its_picks():
+    from benchmarks.miss_trace import summary
+
+    folder = ROOT / "docs" / "benchmarks" / "search" / "miss_trace"
+    picks = pd.read_csv(folder / "picks.csv", keep_default_na=False, na_values={"rank": [""]})
+    readme = (folder / "README.md").read_text()
+    assert "--seeds 10 " in readme
+    assert summary(picks, 10) in readme
