@@ -43,6 +43,7 @@ from benchmarks.replay_args import add_replay_args, check_replay_args
 from benchmarks.search_table import landscapes, load_cell
 from benchmarks.search_variants import loo_z
 from raytune_attn.tune.search.gp import _FLOOR_RATIO, GPSearcher
+from raytune_attn.tune.search.landscape import Landscape
 from raytune_attn.tune.search.replay import run_seeds
 
 BAR = 0.98  # within 2% of the best
@@ -92,10 +93,15 @@ class TracedGP(GPSearcher):
         })  # fmt: skip
 
 
+def best_config(land: Landscape) -> tuple:
+    """The key of the config the landscape records best (the one whose value is `land.best`)."""
+    return max((k for k, v in land.values.items() if np.isfinite(v)), key=land.values.get)
+
+
 def trace(path: Path, key: str | None, *, seeds: int, seed_start: int, budget: int, screen: bool) -> list[dict]:
     """One row per model-based pick of each seed's run that misses 2% of the best after `budget` evaluations."""
     land = load_cell(path, key)
-    target = max((k for k, v in land.values.items() if np.isfinite(v)), key=land.values.get)
+    target = best_config(land)
     searchers: list[TracedGP] = []  # one per seed, in the order run_seeds builds them
 
     def make(space, **kw):

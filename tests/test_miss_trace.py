@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from benchmarks.miss_trace import TracedGP, main, trace
+from benchmarks.miss_trace import TracedGP, best_config, main, trace
 from benchmarks.replay_check import ROOT
 from benchmarks.search_table import load_cell
 from raytune_attn.tune.search.replay import run_seeds
@@ -16,16 +16,12 @@ TABLE = ROOT / "tests" / "data" / "heldout" / "h100_fp16_d128_causal.parquet"
 BUDGET = 16  # short enough that most seeds miss the table's lone best
 
 
-def _best_key(land):
-    return max((k for k, v in land.values.items() if np.isfinite(v)), key=land.values.get)
-
-
 def test_tracing_leaves_the_run_as_the_kept_gp_makes_it():
     land = load_cell(TABLE, None)
     made = []
 
     def make(space, **kw):
-        made.append(TracedGP(space, target=_best_key(land), truth=land.values, **kw))
+        made.append(TracedGP(space, target=best_config(land), truth=land.values, **kw))
         return made[-1]
 
     traced = run_seeds(land, "gp", budget=BUDGET, seeds=2, seed_start=1, options={"priors": False}, cls=make,
