@@ -1,6 +1,6 @@
 """Do the committed replay tables still come out of today's code? Replays a sample of a miss_rate folder's runs again.
 
-Each folder of docs/benchmarks/search (miss_rate*/, variants_screen/) holds the runs.csv and README.md of a
+Each folder of docs/benchmarks/search (miss_rate*/, variants_*/) holds the runs.csv and README.md of a
 `benchmarks.miss_rate` command, and tests/test_miss_rate.py checks that the README is the report of those runs. A replay
 is deterministic on one numeric stack (every searcher and the noise are seeded; on another numpy / scipy about 1 run in
 100 takes another path: docs/benchmarks/search/bars.md, "Two machines"), so the runs themselves come out again for as

@@ -195,7 +195,7 @@ def test_bad_flags_are_refused_before_any_replay(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("readme", sorted(p for d in ("miss_rate*", "variants_screen")
+@pytest.mark.parametrize("readme", sorted(p for d in ("miss_rate*", "variants_*")
                                           for p in (ROOT / "docs" / "benchmarks" / "search").glob(f"{d}/**/README.md")),
                          ids=lambda p: str(p.parent.relative_to(ROOT / "docs" / "benchmarks" / "search")))
 def test_committed_reports_are_their_runs_reports(readme, capsys):
