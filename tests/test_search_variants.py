@@ -349,3 +349,47 @@ def test_main_effects_global_ranks_local_steps_by_the_kept_gp():
     np.testing.assert_allclose(s._local_acquisition(model, q), kept._local_acquisition(gp, q), rtol=1e-9)
     free = np.arange(7)
     assert not np.allclose(s._global_acquisition(model, q, y, free), kept._global_acquisition(gp, q, y, free))
+
+
+def test_forest_global_ranks_global_steps_by_ei_under_extra_trees_and_local_steps_by_the_kept_gp():
+    from skopt.acquisition import gaussian_ei
+    from skopt.learning import ExtraTreesRegressor
+
+    from benchmarks.search_variants import ForestGlobal
+    from raytune_attn.tune.search.gp import _XI, GPSearcher
+
+    s, _, gp, y = _four_measured(ForestGlobal)
+    kept, _, kept_gp, _ = _four_measured(GPSearcher)
+    free = np.array([i for i in range(len(s.candidates)) if i not in s._scores])
+    q = s._F[free]
+    np.testing.assert_allclose(s._local_acquisition(gp, q), kept._local_acquisition(kept_gp, q), rtol=1e-9)
+    k = s._X.shape[1]
+    measured = sorted(s._scores)
+    X = s._X[measured]  # the reference: the forest on the knobs' encoding of the four measured configs
+    forest = ExtraTreesRegressor(n_estimators=100, min_samples_leaf=3, random_state=s.seed).fit(X, y)
+
+    class Neg:
+        def predict(self, Z, return_std=False):
+            mu, sd = forest.predict(Z[:, :k], return_std=True)
+            return (-mu, sd) if return_std else -mu
+
+    want = gaussian_ei(q, Neg(), y_opt=-float(y.max()), xi=_XI * float(y.std()))
+    got = s._global_acquisition(gp, q, y, free)
+    np.testing.assert_allclose(got, want if np.any(want > 0) else forest.predict(s._X[free], return_std=True)[1])
+
+
+def test_global_steps_by_turns_rank_by_the_kept_gp_the_main_effects_model_and_the_trees_in_turn():
+    from benchmarks.search_variants import ForestGlobal, GlobalByTurns, MainEffectsGlobal
+    from raytune_attn.tune.search.gp import GPSearcher
+
+    s, _, model, y = _four_measured(GlobalByTurns)
+    free = np.array([i for i in range(len(s.candidates)) if i not in s._scores])
+    q = s._F[free]
+    references = []
+    for cls in (GPSearcher, MainEffectsGlobal, ForestGlobal):  # each turn's reference: that searcher on the same scores
+        r, _, gp, _ = _four_measured(cls)
+        references.append(r._global_acquisition(gp, q, y, free))
+    for turn in range(6):
+        np.testing.assert_allclose(s._global_acquisition(model, q, y, free), references[turn % 3], rtol=1e-9)
+    kept, _, kept_gp, _ = _four_measured(GPSearcher)
+    np.testing.assert_allclose(s._local_acquisition(model, q), kept._local_acquisition(kept_gp, q), rtol=1e-9)
