@@ -532,7 +532,6 @@ class MainEffectsGlobal(MainEffectsMean):
         return super()._local_acquisition(self._plain, Xl)
 
 
-
 class ForestGlobal(GPSearcher):
     """Global steps ranked by expected improvement under an extremely randomized trees model of the measured scores
     (scikit-optimize's ExtraTreesRegressor as its forest_minimize builds it: 100 trees, leaves of at least 3, the
@@ -542,20 +541,18 @@ class ForestGlobal(GPSearcher):
 
     TREES, LEAF = 100, 3
 
-    def _fit(self, X, y, n_fit):
-        self._forest_data = (X[:, : self._X.shape[1]], y)  # the knobs' encoding, without the pair features
-        return super()._fit(X, y, n_fit)
-
     def _global_acquisition(self, gp, Xa, y, available):
         return super()._global_acquisition(self._forest(), Xa, y, available)
 
     def _forest(self):
-        """The tree ensemble fitted on this pick's scores (_fit kept them), read at the GP's inputs."""
+        """The tree ensemble fitted on the knobs' encoding (not the pair features) of the scores the GP was fitted on,
+        read at the GP's inputs."""
         from skopt.learning import ExtraTreesRegressor
 
-        X, scores = self._forest_data
+        X, scores, _ = self._training_data(self._live.values())
+        k = self._X.shape[1]
         forest = ExtraTreesRegressor(n_estimators=self.TREES, min_samples_leaf=self.LEAF, random_state=self.seed)
-        return _KnobsOnly(forest.fit(X, scores), X.shape[1])
+        return _KnobsOnly(forest.fit(X[:, :k], scores), k)
 
 
 class _KnobsOnly:
@@ -577,14 +574,11 @@ class GlobalByTurns(MainEffectsGlobal, ForestGlobal):
         super()._reset()
         self._turn = 0
 
-    def _fit(self, X, y, n_fit):
-        self._forest_data = (X[:, : self._X.shape[1]], y)
-        return super()._fit(X, y, n_fit)  # MainEffectsGlobal's: the main-effects model, the kept GP as _plain
-
     def _global_acquisition(self, gp, Xa, y, available):
         turn, self._turn = self._turn % 3, self._turn + 1
         model = self._plain if turn == 0 else gp if turn == 1 else self._forest()
         return GPSearcher._global_acquisition(self, model, Xa, y, available)
+
 
 VARIANTS = {"no priors": GPSearcher, "recorded occupancy": RecordedOccupancy, "3-model ensemble": Ensemble,
             "global every 4th": GlobalEvery4th, "copula scores": CopulaScores, "Yeo-Johnson scores": YeoJohnsonScores,

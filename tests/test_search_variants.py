@@ -356,6 +356,7 @@ def test_forest_global_ranks_global_steps_by_ei_under_extra_trees_and_local_step
     from skopt.learning import ExtraTreesRegressor
 
     from benchmarks.search_variants import ForestGlobal
+    from raytune_attn.tune.search._model import Negated
     from raytune_attn.tune.search.gp import _XI, GPSearcher
 
     s, _, gp, y = _four_measured(ForestGlobal)
@@ -363,19 +364,11 @@ def test_forest_global_ranks_global_steps_by_ei_under_extra_trees_and_local_step
     free = np.array([i for i in range(len(s.candidates)) if i not in s._scores])
     q = s._F[free]
     np.testing.assert_allclose(s._local_acquisition(gp, q), kept._local_acquisition(kept_gp, q), rtol=1e-9)
-    k = s._X.shape[1]
-    measured = sorted(s._scores)
-    X = s._X[measured]  # the reference: the forest on the knobs' encoding of the four measured configs
-    forest = ExtraTreesRegressor(n_estimators=100, min_samples_leaf=3, random_state=s.seed).fit(X, y)
-
-    class Neg:
-        def predict(self, Z, return_std=False):
-            mu, sd = forest.predict(Z[:, :k], return_std=True)
-            return (-mu, sd) if return_std else -mu
-
-    want = gaussian_ei(q, Neg(), y_opt=-float(y.max()), xi=_XI * float(y.std()))
-    got = s._global_acquisition(gp, q, y, free)
-    np.testing.assert_allclose(got, want if np.any(want > 0) else forest.predict(s._X[free], return_std=True)[1])
+    measured = list(s._scores)  # the reference: the forest on the knobs' encoding of the four measured configs
+    forest = ExtraTreesRegressor(n_estimators=100, min_samples_leaf=3, random_state=s.seed).fit(s._X[measured], y)
+    want = gaussian_ei(s._X[free], Negated(forest), y_opt=-float(y.max()), xi=_XI * float(y.std()))
+    assert np.any(want > 0)
+    np.testing.assert_allclose(s._global_acquisition(gp, q, y, free), want)
 
 
 def test_global_steps_by_turns_rank_by_the_kept_gp_the_main_effects_model_and_the_trees_in_turn():
