@@ -132,7 +132,8 @@ def tune_cmd(
     num_cpus: int = typer.Option(None, "--num-cpus", help="CPUs of the embedded local cluster."),
     cpu_actors: int = typer.Option(1, "--cpu-actors", help="Benchmark actors without a GPU (interpreter)."),
     no_priors: bool = typer.Option(False, "--no-priors", help="The GP without the space files' start, moves and "
-                                   "coupled pairs: it learns from the candidates and its measurements alone."),
+                                   "coupled pairs: it learns from the candidates and its measurements alone "
+                                   "(give it a larger --budget: docs/search.md, 'Without priors')."),
     warm_start: str = typer.Option(None, "--warm-start", help="Earlier results (a trials.parquet, a sweep directory "
                                    "or a landscape: other shapes, another GPU) as a prior: the GP's model takes "
                                    "them, other searchers start from their best configs."),
