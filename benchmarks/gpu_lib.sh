@@ -3,7 +3,8 @@
 #   sweep NAME TIMEOUT PROBLEMS [flags]  a `raytune-attn tune` into /tmp/NAME (emptied first unless the flags say
 #                                        --resume) with its own cold Triton cache (KEEP_CACHE=1: the cache at
 #                                        /tmp/triton-NAME as it is), its files tarred to $OUT at its end
-#                                        (PROFILE=FILE: the driver under cProfile, written to FILE);
+#                                        (PROFILE=FILE: the driver under cProfile, written to FILE), MLflow in
+#                                        /tmp/NAME.db unless the flags say --no-mlflow;
 #   keep NAME                            sweep NAME's summary.json, trials.parquet and best_configs.json copied to
 #                                        $OUT as NAME_<file>;
 #   warm_cache DIR LOG TIMEOUT PROBLEMS SPACE  every config of SPACE a search of PROBLEMS may propose built into the
@@ -66,8 +67,11 @@ sweep() {  # sweep NAME TIMEOUT PROBLEMS [extra flags]
   # A name run before on this machine: its old files would be refused by tune (no --resume) and then packed again
   # as if they were this run's.
   case " $* " in *" --resume "*) ;; *) rm -rf "/tmp/$name" "/tmp/$name.db" "/tmp/pack/$name" ;; esac
+  # MLflow in a SQLite file of its own, unless the flags turn it off (tune refuses both).
+  local tracking=(--tracking-uri "sqlite:////tmp/$name.db")
+  case " $* " in *" --no-mlflow "*) tracking=() ;; esac
   TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 ${PROFILE:+-m cProfile -o "$PROFILE"} -m raytune_attn tune --problems "$problems" \
-    --name "$name" --out "/tmp/$name" --tracking-uri "sqlite:////tmp/$name.db" "$@" > "/tmp/$name.log" 2>&1
+    --name "$name" --out "/tmp/$name" ${tracking[@]+"${tracking[@]}"} "$@" > "/tmp/$name.log" 2>&1
   echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-400
   mkdir -p "/tmp/pack/$name"; cp "/tmp/$name.log" "/tmp/$name/summary.json" "/tmp/$name/trials.parquet" \
     "/tmp/$name/best_configs.json" "/tmp/pack/$name/" 2>/dev/null

@@ -7,21 +7,15 @@
 #   bash benchmarks/nopriors_sm90.sh priors     # GP with priors, budget 30 (the README's Llama sweep)
 #   bash benchmarks/nopriors_sm90.sh race A B   # the two artifacts' winners timed against each other, key by key, in
 #                                               # one process (benchmarks/es_winners.py: 3 rounds, 100 ms a timing)
-# Sweeps: no baselines, no MLflow (a bundle without the databricks SDK cannot start it), a cold Triton cache, 24
-# trials in flight, 15 compile processes; SEED (0) the searcher seed, LIMIT the seconds a sweep may take. Each
-# leaves $OUT/<name>.tar.gz: its log, summary.json, trials.parquet and best_configs.json.
+# Sweeps (gpu_lib.sh's sweep: a cold Triton cache, files tarred to $OUT/<RUN>_<name>.tar.gz): no baselines, no
+# MLflow (a bundle without the databricks SDK cannot start it), 24 trials in flight, 15 compile processes; SEED (0)
+# the searcher seed, LIMIT the seconds a sweep may take.
 RUN=${RUN:-nopriors-sm90}
 source benchmarks/gpu_lib.sh
 SEED=${SEED:-0}
 llama_sweep() {  # llama_sweep NAME LIMIT [flags]
-  local name=$1 limit=$2; shift 2
-  rm -rf "/tmp/$name" "/tmp/triton-$name"
-  TRITON_CACHE_DIR=/tmp/triton-$name timeout "$limit" python3 -m raytune_attn tune --problems llama3_8b_prefill \
-    --name "$name" --out "/tmp/$name" --seed "$SEED" --trials-per-gpu 24 --compile-workers 15 --no-baselines \
-    --no-mlflow "$@" > "/tmp/$name.log" 2>&1
-  echo "sweep $name rc=$?"; grep -A40 "^sweep " "/tmp/$name.log" | cut -c1-300
-  cp "/tmp/$name.log" "/tmp/$name/" 2>/dev/null
-  (cd /tmp && tar -czf "$OUT/$name.tar.gz" --exclude=trials "$name")
+  sweep "$1" "$2" llama3_8b_prefill --seed "$SEED" --trials-per-gpu 24 --compile-workers 15 --no-baselines \
+    --no-mlflow "${@:3}"
 }
 case ${1:-} in
   nopriors) llama_sweep "np75-s$SEED" "${LIMIT:-560}" --searcher gp --no-priors --budget 75 ;;
