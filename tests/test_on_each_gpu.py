@@ -89,3 +89,18 @@ def test_a_sweep_name_run_before_starts_empty_and_keep_copies_its_files(tmp_path
     assert (tmp_path / "out" / "gpu0.log").read_text().splitlines()[1:] == ["0"]  # the old summary.json is gone
     with tarfile.open(tmp_path / "out" / "t_results.tar.gz") as tar:
         assert tar.extractfile(f"{name}_summary.json").read() == b"new\n"
+
+
+def test_a_sweep_with_no_mlflow_is_not_given_a_tracking_uri(tmp_path):
+    # sweep names a SQLite tracking file for each sweep; tune refuses a tracking URI beside --no-mlflow, so sweep
+    # leaves its own out then. The first sweep gets as far as the missing problem set; the second, given a URI by its
+    # caller, shows that the contradiction check comes before that error and would have fired in the first.
+    name = f"gpu-lib-mlflow-{os.getpid()}"
+    job = (f'sweep {name} 60 /nonexistent-problems.yaml --no-mlflow > /dev/null; cat /tmp/{name}.log; '
+           f'sweep {name} 60 /nonexistent-problems.yaml --no-mlflow --tracking-uri sqlite:////tmp/{name}.db '
+           f'> /dev/null; cat /tmp/{name}.log; rm -rf /tmp/{name}*')
+    res = _run(tmp_path, job)
+    assert res.returncode == 0, res.stderr
+    first, second = (tmp_path / "out" / "gpu0.log").read_text().split("raytune-attn: error:")[1:3]
+    assert "contradict" not in first and "nonexistent-problems.yaml" in first
+    assert "--tracking-uri and --no-mlflow contradict each other" in second
