@@ -902,6 +902,20 @@ def test_no_priors_and_warm_start_reach_the_searchers(tmp_path, monkeypatch):
     assert not (tmp_path / "o").exists()  # planning writes nothing
 
 
+def test_default_budget_is_larger_without_priors_and_an_explicit_one_stands(tmp_path):
+    """--no-priors without --budget gives each search 75 trials on a GPU, where the priors' default is 40; a given
+    --budget is kept either way, and the interpreter's small default does not grow."""
+    from raytune_attn.tune.sweep.plan import make_plan
+    from raytune_attn.tune.sweep.run import budget
+
+    def of(cpu_mode, **flags):
+        return budget(make_plan(SweepConfig(out=str(tmp_path / "o"), **flags)), cpu_mode)
+
+    assert (of(False), of(False, no_priors=True)) == (40, 75)
+    assert (of(False, budget=30), of(False, budget=30, no_priors=True)) == (30, 30)
+    assert (of(True), of(True, no_priors=True)) == (6, 6)
+
+
 class _ScriptedActor:
     """A benchmark actor's handle whose `stats` call answers from a script: exceptions raised in order, then the
     counters (ray.get is patched to play it)."""

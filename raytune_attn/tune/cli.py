@@ -97,7 +97,8 @@ def tune_cmd(
     problems: str = typer.Option(None, "--problems", help="Problem-set YAML (or a name under pipelines/problems/); "
                                  "default: standard with a GPU, cpu_smoke without."),
     searcher: str = typer.Option("gp", "--searcher", help="gp, random, grid or tpe (Optuna: the tpe extra)."),
-    budget: int = typer.Option(None, "--budget", help="Trials per search (default 40; 6 without a GPU)."),
+    budget: int = typer.Option(None, "--budget", help="Trials per search (default 40, 75 with --no-priors; 6 "
+                               "without a GPU)."),
     out: str = typer.Option(None, "--out", help="Output directory (default ./raytune-results/<name>/)."),
     address: str = typer.Option(None, "--address", help="Join this Ray cluster ('auto': the running one); default: "
                                 "start a local one."),
@@ -133,7 +134,7 @@ def tune_cmd(
     cpu_actors: int = typer.Option(1, "--cpu-actors", help="Benchmark actors without a GPU (interpreter)."),
     no_priors: bool = typer.Option(False, "--no-priors", help="The GP without the space files' start, moves and "
                                    "coupled pairs: it learns from the candidates and its measurements alone "
-                                   "(give it a larger --budget: docs/search.md, 'Without priors')."),
+                                   "(default --budget 75: docs/search.md, 'Without priors')."),
     warm_start: str = typer.Option(None, "--warm-start", help="Earlier results (a trials.parquet, a sweep directory "
                                    "or a landscape: other shapes, another GPU) as a prior: the GP's model takes "
                                    "them, other searchers start from their best configs."),
