@@ -50,7 +50,8 @@ def nearest_siblings(s, searches) -> list:
     return sorted(same, key=dist)
 
 
-def _cfg_key(row: dict) -> str:
+def config_key(row: dict) -> str:
+    """A row's knob values as one string: the same config in any search's rows."""
     return json.dumps(results.row_config(row), sort_keys=True)
 
 
@@ -61,7 +62,7 @@ def _ranked(searches, rows) -> tuple[dict, dict]:
         key = Problem.from_dict(s.problem).key
         own = [r for r in rows
                if r["kind"] == "trial" and r["problem_key"] == key and str(r["accelerator_type"]) == s.accel]
-        measured[s.key] = {_cfg_key(r) for r in own}
+        measured[s.key] = {config_key(r) for r in own}
         # Candidates include trials that early stopping ended: a rung of a few runs is noisy, and a config stopped
         # on one unlucky rung may still be the best; the longer re-measure decides.
         ranked[s.key] = sorted((r for r in own if r["status"] in ("ok", "stopped") and r.get("tflops")),
@@ -69,13 +70,15 @@ def _ranked(searches, rows) -> tuple[dict, dict]:
     return ranked, measured
 
 
-def _candidates(s, searches, ranked, measured, top_k: int, family_k: int) -> list[tuple]:
+def final_candidates(s, searches, ranked, measured, top_k: int, family_k: int) -> list[tuple]:
     """(origin search or None, row) of each config search `s` re-measures: its own top-k, then its nearest
-    siblings' winners it did not measure."""
+    siblings' winners it did not measure. `ranked`: search key -> its rows with a speed (`tflops`), fastest first;
+    `measured`: search key -> the `config_key` of every config it ran (benchmarks/sibling_replay.py replays the
+    rule)."""
     family = []
     for o in nearest_siblings(s, searches)[:family_k]:
         win = ranked[o.key][0] if ranked[o.key] else None
-        if win is not None and _cfg_key(win) not in measured[s.key] | {_cfg_key(r) for _, r in family}:
+        if win is not None and config_key(win) not in measured[s.key] | {config_key(r) for _, r in family}:
             family.append((o, win))
     return [(None, r) for r in ranked[s.key][:top_k]] + family
 
@@ -93,7 +96,7 @@ def remeasure(sweep, rows: list[dict]) -> list[dict]:
     # candidates do. Searches, not candidates, are spread over the GPUs.
     for n, (s, act) in enumerate(zip(sweep.searches, actor_per_search(sweep.cluster.actors, sweep.searches),
                                      strict=True)):
-        for origin, r in _candidates(s, sweep.searches, ranked, measured, c.top_k, c.family_k):
+        for origin, r in final_candidates(s, sweep.searches, ranked, measured, c.top_k, c.family_k):
             cfg = results.row_config(r)
             jobs.append((s, r, origin, n, cfg, act.run.remote(s.problem, cfg, n_rungs + 1, c.final_rep_ms, True)))
     out = []
