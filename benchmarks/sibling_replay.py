@@ -50,6 +50,7 @@ from raytune_attn.tune.sweep.config import SweepConfig
 from raytune_attn.tune.sweep.remeasure import config_key, final_candidates
 
 MODES = ("alone", "siblings", "siblings after design", "near siblings")
+_TUNE = SweepConfig()  # tune's defaults: --top-k and --family-k of the final re-measure
 NEAR = -16.0  # `near siblings`: the problems whose log weight (warm.group_log_weight) is at least this
 
 
@@ -110,7 +111,6 @@ def lockstep(path: Path, mode: str, seed: int, budget: int, noise: float, screen
 def final_picks(lands: dict, told: dict[str, list]) -> dict[str, float]:
     """Problem key -> the best recorded value, over the key's best, among the configs the final re-measure times for
     its search (remeasure.final_candidates: ranked by the values told, as the rungs rank them)."""
-    defaults = SweepConfig()
     searches = [SimpleNamespace(key=k, accel="replay", problem=_fields(k)) for k in lands]
     ranked = {k: sorted(({**cfg, "tflops": v} for cfg, v in told[k] if v is not None), key=lambda r: -r["tflops"])
               for k in lands}  # fmt: skip
@@ -118,14 +118,9 @@ def final_picks(lands: dict, told: dict[str, list]) -> dict[str, float]:
     out = {}
     for s in searches:
         land = lands[s.key]
-        picks = final_candidates(s, searches, ranked, measured, defaults.top_k, defaults.family_k)
-        out[s.key] = max((land.value(_knobs(r, land)) for _, r in picks), default=0.0) / land.best
+        picks = final_candidates(s, searches, ranked, measured, _TUNE.top_k, _TUNE.family_k)
+        out[s.key] = max((land.value(r) for _, r in picks), default=0.0) / land.best  # key() skips "tflops"
     return out
-
-
-def _knobs(row: dict, land) -> dict:
-    """A candidate row's config in the landscape's knobs (the row also holds the value told)."""
-    return {n: row[n] for n in land.space.names}
 
 
 def _fields(key: str) -> dict:
@@ -206,7 +201,7 @@ def header(a: argparse.Namespace) -> str:
     return (f"Lockstep replays of every problem of a recorded table, the GP without priors (deterministic, no GPU), "
             f"measured by `{cmd}`: median / worst evaluations to 98% of each problem's best (budget + 1 = not "
             f"reached), in brackets the seeds within 2% by the budget; then the seeds whose final re-measure (its own "
-            f"top {SweepConfig().top_k} and the winners of its {SweepConfig().family_k} nearest siblings of the same "
+            f"top {_TUNE.top_k} and the winners of its {_TUNE.family_k} nearest siblings of the same "
             f"kernel, tune's defaults) names a config within 2% of the best, and the worst it names.\n\n")
 
 
