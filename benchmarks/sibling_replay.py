@@ -140,6 +140,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not a.landscape.is_file():
         ap.error(f"--landscape {a.landscape}: no such file")
     check_replay_args(ap, a)
+    if a.screen:  # a table the sweep's screen cannot read is refused here, not in a worker after the pool starts
+        df = read_table(a.landscape)
+        try:
+            for k in df["problem_key"].astype(str).unique():
+                sweep_screen(load_landscape(df[df["problem_key"].astype(str) == k]))
+        except ValueError as e:
+            ap.error(f"--screen: {e}")
     modes = a.mode or list(MODES)
     jobs = [(a.landscape, m, seed, a.budget, a.noise, a.screen) for m in modes for seed in range(a.seeds)]
     with ProcessPoolExecutor(a.jobs) as pool:

@@ -84,6 +84,14 @@ def test_cli_refuses_a_missing_table(tmp_path, capsys):
     assert "no such file" in capsys.readouterr().err
 
 
+def test_screen_refuses_a_table_without_its_arch_before_any_run(tmp_path, capsys):
+    bare = tmp_path / "no_arch.parquet"
+    read_table(TABLE).drop(columns="arch").to_parquet(bare)
+    with pytest.raises(SystemExit) as e:
+        main(["--landscape", str(bare), "--seeds", "1", "--budget", "2", "--mode", "alone", "--screen"])
+    assert e.value.code == 2 and capsys.readouterr().err.strip().endswith("the table records no single arch")
+
+
 def test_the_table_holds_each_problem_s_evaluations_and_names_its_command(tmp_path, capsys):
     out = tmp_path / "t.md"
     assert main(["--landscape", str(TABLE), "--seeds", "1", "--budget", "3", "--mode", "alone", "--out", str(out)]) == 0
