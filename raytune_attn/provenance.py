@@ -14,7 +14,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-KERNEL_SOURCE = Path(__file__).resolve().parent / "kernels" / "flash_attn.py"
+# Every kernel module: a launch reads more than one (flash_attn.py calls tile_parts.py's key loop and causal_band.py's
+# band launch; paged entries run paged_attn.py), and a config measured with any of them changed is not known to hold.
+KERNEL_DIR = Path(__file__).resolve().parent / "kernels"
 
 # Order matters only for display; every value is a string ("" when unknown).
 PROVENANCE_KEYS = (
@@ -28,20 +30,25 @@ PROVENANCE_KEYS = (
     "triton_version",
     "torch_version",
     "raytune_attn_version",
-    "kernel_source_hash",  # sha256 of raytune_attn/kernels/flash_attn.py
+    "kernel_source_hash",  # sha256 of the sources of raytune_attn/kernels/
     "python_version",
     "hostname",
     "timestamp",  # ISO-8601 UTC of the collection
 )
 
 
-def kernel_source_hash(path: str | Path | None = None) -> str:
-    """sha256 (hex) of the kernel source file; "" if the file does not exist."""
-    p = Path(path) if path is not None else KERNEL_SOURCE
-    try:
-        return hashlib.sha256(p.read_bytes()).hexdigest()
-    except FileNotFoundError:
+def kernel_source_hash(kernel_dir: str | Path | None = None) -> str:
+    """sha256 (hex) over the kernel modules (`*.py` of `kernel_dir`, default the installed kernels), each file's
+    name and bytes in name order; "" if there are none."""
+    files = sorted(Path(kernel_dir if kernel_dir is not None else KERNEL_DIR).glob("*.py"))
+    if not files:
         return ""
+    h = hashlib.sha256()
+    for f in files:
+        data = f.read_bytes()
+        h.update(f"{f.name}\0{len(data)}\0".encode())
+        h.update(data)
+    return h.hexdigest()
 
 
 @lru_cache(maxsize=1)

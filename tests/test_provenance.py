@@ -19,14 +19,33 @@ def test_collect_on_this_machine_has_every_key_as_strings():
         assert (p["vendor"], p["arch"], p["accelerator_type"], p["gpu"]) == ("cpu", "interpreter", "CPU", "cpu")
 
 
-def test_kernel_source_hash_is_sha256_of_the_kernel_file():
-    want = hashlib.sha256(provenance.KERNEL_SOURCE.read_bytes()).hexdigest()
-    assert provenance.kernel_source_hash() == want
-    assert provenance.collect()["kernel_source_hash"] == want
+def test_kernel_source_hash_is_sha256_of_every_kernel_module_by_name():
+    want = hashlib.sha256()
+    for f in sorted(provenance.KERNEL_DIR.glob("*.py")):
+        want.update(f"{f.name}\0{f.stat().st_size}\0".encode() + f.read_bytes())
+    assert {"flash_attn.py", "tile_parts.py", "causal_band.py", "paged_attn.py"} <= {
+        f.name for f in provenance.KERNEL_DIR.glob("*.py")}
+    assert provenance.kernel_source_hash() == want.hexdigest()
+    assert provenance.collect()["kernel_source_hash"] == want.hexdigest()
 
 
-def test_kernel_source_hash_of_missing_file_is_empty(tmp_path):
-    assert provenance.kernel_source_hash(tmp_path / "nope.py") == ""
+def test_kernel_source_hash_changes_with_any_kernel_module_and_its_name(tmp_path):
+    """The band kernel or the key loop edited, or code moved between modules, is another kernel source."""
+    for f in provenance.KERNEL_DIR.glob("*.py"):
+        (tmp_path / f.name).write_bytes(f.read_bytes())
+    here = provenance.kernel_source_hash(tmp_path)
+    assert here == provenance.kernel_source_hash()
+    band = tmp_path / "causal_band.py"
+    band.write_text(band.read_text() + "\n")
+    edited = provenance.kernel_source_hash(tmp_path)
+    assert edited != here
+    band.rename(tmp_path / "causal_band2.py")
+    assert provenance.kernel_source_hash(tmp_path) not in (here, edited)
+
+
+def test_kernel_source_hash_of_a_folder_without_kernels_is_empty(tmp_path):
+    assert provenance.kernel_source_hash(tmp_path) == ""
+    assert provenance.kernel_source_hash(tmp_path / "nope") == ""
 
 
 def test_collect_from_a_reported_device_info():

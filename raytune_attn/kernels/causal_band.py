@@ -20,10 +20,10 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-from raytune_attn.kernels import flash_attn
-from raytune_attn.kernels.flash_attn import _attn_fwd_inner, _heads, _natural_lse, _seq_bases
+from raytune_attn.kernels import tile_parts
+from raytune_attn.kernels.tile_parts import attn_fwd_inner, natural_lse, seq_bases, seq_heads
 
-LOG2E = tl.constexpr(flash_attn.LOG2E)  # a global a kernel reads must be a constexpr
+LOG2E = tl.constexpr(tile_parts.LOG2E)  # a global a kernel reads must be a constexpr
 # The band's tiles: 64 rows with 4 warps (16 query rows a warp) and 2 stages, 64 keys up to head dim 128 and 32
 # above (as the kernel's default tiles there: 64 x 64 at D=256 spills, 255 registers), never taller or wider than
 # the main launch's, whose key blocks they must nest in (the band of a tile starts at a multiple of its BLOCK_N).
@@ -44,8 +44,8 @@ def _attn_band(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     keys from the main tile's band start (its first row's horizon, rounded down to MAIN_N) to each row's horizon,
     masked, then merged with the main launch's output and lse (natural log, in Lse), which it overwrites."""
     start_m = tl.program_id(0)
-    off_z, off_h, off_hk = _heads(tl.program_id(1), num_heads_q, group_size)
-    q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k = _seq_bases(
+    off_z, off_h, off_hk = seq_heads(tl.program_id(1), num_heads_q, group_size)
+    q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k = seq_bases(
         Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
         stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
         stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
@@ -68,9 +68,9 @@ def _attn_band(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     m_b = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_b = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)
-    acc, l_b, m_b = _attn_fwd_inner(acc, l_b, m_b, q, k_base, v_base, None, None, 0, lo, hi,
-                                    offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                    HEAD_DIM, BLOCK_N, BLOCK_D, True, True, False, False, False, False)
+    acc, l_b, m_b = attn_fwd_inner(acc, l_b, m_b, q, k_base, v_base, None, None, 0, lo, hi,
+                                   offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
+                                   HEAD_DIM, BLOCK_N, BLOCK_D, True, True, False, False, False, False)
 
     o_ptrs = o_base + offs_m[:, None] * stride_om + offs_d[None, :]
     l_ptrs = Lse + off_z * stride_lz + off_h * stride_lh + (q_start + offs_m) * stride_lm
@@ -85,7 +85,7 @@ def _attn_band(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
     out = (o_main * w_main[:, None] + acc * w_band[:, None]) / den_safe[:, None]
     tl.store(o_ptrs, out.to(o_base.dtype.element_ty), mask=q_mask)
     if RETURN_LSE:
-        tl.store(l_ptrs, _natural_lse(m, den), mask=rows)
+        tl.store(l_ptrs, natural_lse(m, den), mask=rows)
 
 
 def band_tiles(config, head_dim: int) -> tuple[int, int]:

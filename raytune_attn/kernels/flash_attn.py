@@ -23,129 +23,11 @@ import triton
 import triton.language as tl
 
 from raytune_attn.config import AMD_ONLY_KNOBS, InvalidConfig
+from raytune_attn.kernels import causal_band
+from raytune_attn.kernels.tile_parts import LOG2E, attn_fwd_inner, natural_lse, seq_bases, seq_heads
 from raytune_attn.validation import check_backend
 
-LOG2E = 1.4426950408889634
 _PTXAS_ERROR = getattr(triton.runtime.errors, "PTXASError", subprocess.CalledProcessError)
-
-
-@triton.jit
-def _load_kv_tile(base, desc, desc_row, start_n, offs_n, offs_d, stride_n, seqlen_k,
-                  HEAD_DIM: tl.constexpr, BLOCK_D: tl.constexpr, MASK_N: tl.constexpr, USE_TMA: tl.constexpr):
-    """A [BLOCK_N, BLOCK_D] tile of K or V starting at key `start_n` (row `desc_row + start_n` of the descriptor);
-    out-of-range rows and padded head-dim columns read as zero (zero keys give finite scores that the caller masks;
-    zero value columns are dropped at the store)."""
-    if USE_TMA:
-        # The copy engine zero-fills rows and columns past the descriptor's shape itself: a per-sequence descriptor
-        # ends at the sequence's last key; a whole-tensor one is used only where no block runs past it.
-        tile = desc.load([desc_row + start_n, 0])
-    else:
-        ptrs = base + (start_n + offs_n)[:, None] * stride_n + offs_d[None, :]
-        if MASK_N:
-            if HEAD_DIM == BLOCK_D:
-                tile = tl.load(ptrs, mask=(start_n + offs_n)[:, None] < seqlen_k, other=0.0)
-            else:
-                mask = ((start_n + offs_n)[:, None] < seqlen_k) & (offs_d[None, :] < HEAD_DIM)
-                tile = tl.load(ptrs, mask=mask, other=0.0)
-        else:
-            if HEAD_DIM == BLOCK_D:
-                tile = tl.load(ptrs)
-            else:
-                tile = tl.load(ptrs, mask=offs_d[None, :] < HEAD_DIM, other=0.0)
-    return tile
-
-
-@triton.jit
-def _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, lo, hi, offs_m, offs_n, offs_d,
-                    stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                    HEAD_DIM: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr,
-                    MASKED: tl.constexpr, IS_CAUSAL: tl.constexpr, PRE_LOAD_V: tl.constexpr, USE_TMA: tl.constexpr,
-                    WARP_SPECIALIZE: tl.constexpr, EVEN_K: tl.constexpr):
-    """Fold key blocks [lo, hi) into the running (acc, l, m). MASKED blocks apply the causal mask and (unless
-    EVEN_K: no block runs past the keys) the sequence-end mask; unmasked blocks are known to be fully visible to
-    every row of the tile, which saves the compare, the select and the -inf guards in the hot loop.
-
-    WARP_SPECIALIZE asks Triton to split the loop into producer (loads) and consumer (MMA + softmax) warp groups;
-    with it off the loop is the plain `range` one (tl.range sets no attribute for a false flag: same IR)."""
-    for start_n in tl.range(lo, hi, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-        start_n = tl.multiple_of(start_n, BLOCK_N)
-        k = _load_kv_tile(k_base, k_desc, kv_row, start_n, offs_n, offs_d, stride_kn, seqlen_k,
-                          HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
-        if PRE_LOAD_V:
-            v = _load_kv_tile(v_base, v_desc, kv_row, start_n, offs_n, offs_d, stride_vn, seqlen_k,
-                              HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
-        qk = tl.dot(q, tl.trans(k))
-        if MASKED:
-            cols = start_n + offs_n
-            if IS_CAUSAL:
-                # The row's horizon is added per row, so each score costs one compare.
-                visible = cols[None, :] <= (offs_m + diag)[:, None]
-                if not EVEN_K:
-                    visible = visible & (cols[None, :] < seqlen_k)
-            else:
-                visible = cols[None, :] < seqlen_k
-            # Masking the raw score, before the scale, leaves the scale to the same fused multiply-add as in the
-            # unmasked step: qk_scale > 0 (the launcher checks), so -inf * qk_scale = -inf and the row max of the
-            # scaled scores is the scaled row max.
-            qk = tl.where(visible, qk, float("-inf"))
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            # A row that has seen no visible key yet keeps m = -inf; subtracting -inf from -inf would give NaN,
-            # so subtract 0 instead: exp2(-inf - 0) = 0 leaves that row's acc and l at zero, as they should be.
-            m_sub = tl.where(m_new == float("-inf"), 0.0, m_new)
-            p = tl.math.exp2(qk * qk_scale - m_sub[:, None])
-            alpha = tl.math.exp2(m_i - m_sub)
-        else:
-            m_new = tl.maximum(m_i, tl.max(qk, 1) * qk_scale)
-            p = tl.math.exp2(qk * qk_scale - m_new[:, None])
-            alpha = tl.math.exp2(m_i - m_new)
-        l_i = l_i * alpha + tl.sum(p, 1)
-        acc = acc * alpha[:, None]
-        if not PRE_LOAD_V:
-            v = _load_kv_tile(v_base, v_desc, kv_row, start_n, offs_n, offs_d, stride_vn, seqlen_k,
-                              HEAD_DIM, BLOCK_D, MASKED, USE_TMA)
-        acc = tl.dot(p.to(v.dtype), v, acc)
-        m_i = m_new
-    return acc, l_i, m_i
-
-
-@triton.jit
-def _natural_lse(m, total):
-    """Each row's log-sum-exp in natural log from its running max `m` and sum `total` in log2 units:
-    ln(sum exp(x * scale)) = (m + log2 total) * ln 2; -inf for a row that saw no key (total = 0)."""
-    safe = tl.where(total == 0.0, 1.0, total)
-    return tl.where(total == 0.0, float("-inf"), (m + tl.math.log2(safe)) * 0.6931471805599453)
-
-
-@triton.jit
-def _heads(off_zh, num_heads_q, group_size):
-    """(sequence, query head, key/value head) of grid row `off_zh` over batch x Hq, as int64 for the pointer
-    arithmetic (B*H*S*D overflows int32 for large inputs); GQA/MQA: group_size query heads share one K/V head."""
-    off_h = off_zh % num_heads_q
-    return (off_zh // num_heads_q).to(tl.int64), off_h.to(tl.int64), (off_h // group_size).to(tl.int64)
-
-
-@triton.jit
-def _seq_bases(Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
-               stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
-               stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN: tl.constexpr):
-    """Base pointers of one (sequence, query head) and its lengths (varlen: read from the offsets)."""
-    if IS_VARLEN:
-        # Packed layout: sequence z occupies tokens [cu[z], cu[z+1]); the batch strides are 0.
-        q_start = tl.load(cu_seqlens_q + off_z).to(tl.int64)
-        seqlen_q = (tl.load(cu_seqlens_q + off_z + 1) - q_start).to(tl.int32)
-        k_start = tl.load(cu_seqlens_k + off_z).to(tl.int64)
-        seqlen_k = (tl.load(cu_seqlens_k + off_z + 1) - k_start).to(tl.int32)
-        q_base = Q + off_h * stride_qh + q_start * stride_qm
-        k_base = K + off_hk * stride_kh + k_start * stride_kn
-        v_base = V + off_hk * stride_vh + k_start * stride_vn
-        o_base = Out + off_h * stride_oh + q_start * stride_om
-    else:
-        q_start = 0
-        q_base = Q + off_z * stride_qz + off_h * stride_qh
-        k_base = K + off_z * stride_kz + off_hk * stride_kh
-        v_base = V + off_z * stride_vz + off_hk * stride_vh
-        o_base = Out + off_z * stride_oz + off_h * stride_oh
-    return q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k
 
 
 @triton.jit
@@ -229,30 +111,30 @@ def _attn_fwd_tile(q_base, k_base, v_base, o_base, Lse, off_z, off_h, q_start, s
         # Whole blocks below the diagonal and inside the sequence need no mask; the rest (the diagonal band and
         # a ragged last block) go through the masked loop.
         n_full = tl.maximum(full_end, 0) // BLOCK_N * BLOCK_N
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, n_full,
-                                        offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                        WARP_SPECIALIZE, EVEN_K)
+        acc, l_i, m_i = attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, n_full,
+                                       offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
+                                       HEAD_DIM, BLOCK_N, BLOCK_D, False, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                       WARP_SPECIALIZE, EVEN_K)
         if ANY_MASKED:
-            acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, n_full, hi,
-                                            offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                            HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                            WARP_SPECIALIZE, EVEN_K)
+            acc, l_i, m_i = attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, n_full, hi,
+                                           offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
+                                           HEAD_DIM, BLOCK_N, BLOCK_D, True, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                           WARP_SPECIALIZE, EVEN_K)
     else:
         # One loop over every block (warp specialization takes no second loop), masking each one if any needs it.
         # (Masking only the blocks that cross the diagonal, behind a scalar branch in the loop, ran 2-3x slower
         # under warp specialization on an H100: benchmarks/causal_order_ab.py, docs/benchmarks/h100.)
-        acc, l_i, m_i = _attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, hi,
-                                        offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
-                                        HEAD_DIM, BLOCK_N, BLOCK_D, ANY_MASKED, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
-                                        WARP_SPECIALIZE, EVEN_K)
+        acc, l_i, m_i = attn_fwd_inner(acc, l_i, m_i, q, k_base, v_base, k_desc, v_desc, kv_row, 0, hi,
+                                       offs_m, offs_n, offs_d, stride_kn, stride_vn, seqlen_k, diag, qk_scale,
+                                       HEAD_DIM, BLOCK_N, BLOCK_D, ANY_MASKED, IS_CAUSAL, PRE_LOAD_V, USE_TMA,
+                                       WARP_SPECIALIZE, EVEN_K)
 
     # Rows that saw no key have l = 0 and acc = 0: divide by 1 so they output 0 rather than 0/0.
     l_safe = tl.where(l_i == 0.0, 1.0, l_i)
     out = acc / l_safe[:, None]
     tl.store(o_base + offs_m[:, None] * stride_om + offs_d[None, :], out.to(o_base.dtype.element_ty), mask=q_mask)
     if RETURN_LSE:
-        lse = _natural_lse(m_i, l_i)
+        lse = natural_lse(m_i, l_i)
         l_base = Lse + off_z * stride_lz + off_h * stride_lh + q_start * stride_lm
         tl.store(l_base + offs_m * stride_lm, lse, mask=offs_m < seqlen_q)
 
@@ -277,8 +159,8 @@ def _attn_fwd(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         start_m = tl.num_programs(0) - 1 - tl.program_id(0)
     else:
         start_m = tl.program_id(0)
-    off_z, off_h, off_hk = _heads(tl.program_id(1), num_heads_q, group_size)
-    q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k = _seq_bases(
+    off_z, off_h, off_hk = seq_heads(tl.program_id(1), num_heads_q, group_size)
+    q_base, k_base, v_base, o_base, q_start, seqlen_q, seqlen_k = seq_bases(
         Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
         stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
         stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
@@ -369,8 +251,8 @@ def _attn_fwd_persistent(Q, K, V, Out, Lse, cu_seqlens_q, cu_seqlens_k,
         else:
             start_m = tile % num_m_blocks
             off_zh = tile // num_m_blocks
-        off_z, off_h, off_hk = _heads(off_zh, num_heads_q, group_size)
-        q_base, k_base, v_base, o_base, q_start, sq, sk = _seq_bases(
+        off_z, off_h, off_hk = seq_heads(off_zh, num_heads_q, group_size)
+        q_base, k_base, v_base, o_base, q_start, sq, sk = seq_bases(
             Q, K, V, Out, cu_seqlens_q, cu_seqlens_k, off_z, off_h, off_hk, seqlen_q, seqlen_k,
             stride_qz, stride_qh, stride_qm, stride_kz, stride_kh, stride_kn,
             stride_vz, stride_vh, stride_vn, stride_oz, stride_oh, stride_om, IS_VARLEN)
@@ -425,13 +307,6 @@ def _whole_rows(*tensors) -> bool:
     order, with fewer rows than TMA's int32 coordinates reach: so the persistent kernel's whole-tensor descriptors
     see each head's rows where it looks for them."""
     return all(t.is_contiguous() and t.numel() // t.shape[-1] < 2**31 for t in tensors)
-
-
-def _band():
-    """causal_band.py, imported on first use: its kernel calls this module's key loop."""
-    from raytune_attn.kernels import causal_band
-
-    return causal_band
 
 
 # In the interpreter a "persistent" grid of a few programs still makes each one loop over several tiles.
@@ -591,12 +466,12 @@ def flash_attn_fwd(q, k, v, config, *, causal=False, softmax_scale=None, cu_seql
             compiled = kernel.warmup(*args, grid=(1,), **kwargs)
             compiled._init_handles()  # loading the binary is where shared-memory overflows surface
             if band:
-                _band().band_launch(base_args, grid=(1, 1), compile_only=True, **band_kw)
+                causal_band.band_launch(base_args, grid=(1, 1), compile_only=True, **band_kw)
             return compiled
         if kernel is _attn_fwd_persistent:
             grid = (min(num_tiles, _resident_programs(args, kwargs, q, interpreting)),)
         kernel[grid](*args, **kwargs)
         if band:
-            cb = _band()
-            cb.band_launch(base_args, grid=cb.band_grid(sq, batch, hq, config, head_dim), **band_kw)
+            grid = causal_band.band_grid(sq, batch, hq, config, head_dim)
+            causal_band.band_launch(base_args, grid=grid, **band_kw)
     return (out, lse) if return_lse else out
