@@ -110,7 +110,9 @@ def lockstep(path: Path, mode: str, seed: int, budget: int, noise: float, screen
 
 def final_picks(lands: dict, told: dict[str, list]) -> dict[str, float]:
     """Problem key -> the best recorded value, over the key's best, among the configs the final re-measure times for
-    its search (remeasure.final_candidates: ranked by the values told, as the rungs rank them)."""
+    its search (remeasure.final_candidates: ranked by the values told, as the rungs rank them). A sibling's winner
+    that failed on this key's table, or that the table did not record (a table with fewer configs for some keys),
+    cannot be named: the re-measure would fail it, or the replay cannot time it."""
     searches = [SimpleNamespace(key=k, accel="replay", problem=_fields(k)) for k in lands]
     ranked = {k: sorted(({**cfg, "tflops": v} for cfg, v in told[k] if v is not None), key=lambda r: -r["tflops"])
               for k in lands}  # fmt: skip
@@ -119,7 +121,8 @@ def final_picks(lands: dict, told: dict[str, list]) -> dict[str, float]:
     for s in searches:
         land = lands[s.key]
         picks = final_candidates(s, searches, ranked, measured, _TUNE.top_k, _TUNE.family_k)
-        out[s.key] = max((land.value(r) for _, r in picks), default=0.0) / land.best  # key() skips "tflops"
+        values = (land.values.get(land.space.key(r), math.nan) for _, r in picks)  # key() skips "tflops"
+        out[s.key] = max((v for v in values if math.isfinite(v)), default=0.0) / land.best
     return out
 
 
