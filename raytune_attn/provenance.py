@@ -52,7 +52,7 @@ def kernel_source_hash(kernel_dir: str | Path | None = None) -> str:
 
 
 @lru_cache(maxsize=1)
-def _software() -> dict[str, str]:
+def _packages() -> dict[str, str]:
     import torch
 
     try:
@@ -72,9 +72,16 @@ def _software() -> dict[str, str]:
     }
 
 
-def collect(device_info: Any = None) -> dict[str, str]:
-    """Provenance of the current process (or of `device_info`, a `device.DeviceInfo` or its dict, e.g. the
-    one a Ray worker reported back to the driver)."""
+def software() -> dict[str, str]:
+    """This process's software stack: the provenance keys that do not describe the device (Triton, torch, this
+    package and its kernel source, Python, the host)."""
+    return {**_packages(), "kernel_source_hash": kernel_source_hash()}
+
+
+def collect(device_info: Any = None, stack: dict[str, str] | None = None) -> dict[str, str]:
+    """Provenance of the current process, or of `device_info` (a `device.DeviceInfo` or its dict) and `stack` (a
+    `software()` dict) that another process reported: a sweep's rows take both from the benchmark actor that
+    measured them, not from the driver, which may run another Triton or none."""
     if device_info is None:
         from raytune_attn.device import detect
 
@@ -90,8 +97,7 @@ def collect(device_info: Any = None) -> dict[str, str]:
         "driver": d.get("driver", "") or "",
         "cuda_version": runtime if vendor == "nvidia" else "",
         "rocm_version": runtime if vendor == "amd" else "",
-        **_software(),
-        "kernel_source_hash": kernel_source_hash(),
+        **(software() if stack is None else stack),
         "timestamp": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
     return {k: str(out.get(k, "")) for k in PROVENANCE_KEYS}

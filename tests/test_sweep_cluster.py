@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import interpreter_only
 
@@ -93,6 +95,18 @@ def test_embedded_sweep_interrupted_and_resumed(tmp_path):
     before = read_trials(out) if out.exists() else pd.DataFrame({"trial_id": [], "kind": []})
     ids_before = set(before[(before.kind == "trial") & ~before.trial_id.str.endswith("-final")].trial_id)
     assert 3 <= len(ids_before) < 8, first_out[-3000:]
+    # Rows recorded as if measured with another kernel source (a sweep upgraded between its attempts): the resume
+    # refuses them, once the actors have said what they run, before any search starts.
+    saved = {f: f.read_bytes() for f in [out / "trials.parquet", *(out / "trials").rglob("*.parquet")] if f.exists()}
+    for f in saved:
+        t = pq.read_table(f)
+        i = t.schema.get_field_index("kernel_source_hash")
+        pq.write_table(t.set_column(i, t.schema.field(i), pa.array(["0" * 64] * len(t), pa.string())), f)
+    r = subprocess.run(args + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 2 and "measured on another kernel source" in r.stderr, (r.stdout + r.stderr)[-3000:]
+    assert f"--warm-start {out}" in r.stderr and not list((out / "ray").glob("resume-attempt*"))
+    for f, data in saved.items():
+        f.write_bytes(data)
     r = subprocess.run(args + ["--resume"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
     assert r.returncode == 0, (r.stdout + r.stderr)[-3000:]
     assert "resuming" in r.stdout and "not representative" in r.stdout

@@ -32,6 +32,7 @@ from collections import OrderedDict
 
 import ray
 
+from raytune_attn import provenance
 from raytune_attn.tune.measure.compile_pool import interpret_without_gpu, limit_for, specialization
 from raytune_attn.tune.sweep import simulate
 
@@ -111,6 +112,9 @@ class _Bench:
         # compared per GPU, and the final re-measure's candidates checked to share one.
         self.gpu = (str(torch.cuda.get_device_properties(0).uuid) if self.device == "cuda"
                     else f"{self.device}:{os.getpid()}")
+        # The stack that builds and times this actor's kernels: the rows' provenance, checked alike across the
+        # actors of one type (sweep/stack.py). The driver's may differ (another Triton, or none on a head node).
+        self.software = provenance.software()
 
     def info(self) -> dict:
         gpu = {}
@@ -121,7 +125,7 @@ class _Bench:
         cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
         return {**self.info_, **gpu, "pid": os.getpid(), "cpus": cpus,
                 "node_id": ray.get_runtime_context().get_node_id() if ray.is_initialized() else "",
-                "device": self.device}
+                "device": self.device, "software": self.software}
 
     def _workload(self, problem: dict):
         """Inputs, reference and FLOPs of a problem, kept across calls: a sweep interleaves all its problems'
@@ -161,9 +165,10 @@ class _Bench:
 
             out = self._sim.run(Problem.from_dict(problem).flops(), config, rung, rep_ms, check, cap_ms)
             self.busy_s += out["bench_s"]
-            return {**out, "gpu": self.gpu}
+            return {**out, "gpu": self.gpu, "host": self.software["hostname"]}
         w, ref, flops = self._workload(problem)
-        out = {"status": "ok", "reason": "", "rung": rung, "compile_s": 0.0, "bench_s": 0.0, "gpu": self.gpu}
+        out = {"status": "ok", "reason": "", "rung": rung, "compile_s": 0.0, "bench_s": 0.0, "gpu": self.gpu,
+               "host": self.software["hostname"]}
         t0 = time.perf_counter()
         try:
             if check:

@@ -17,6 +17,7 @@ from ray.tune import Callback
 
 from raytune_attn.tune import results
 from raytune_attn.tune.sweep.progress import Progress
+from raytune_attn.tune.sweep.stack import on_host
 
 
 def row_from_result(trial_id: str, cfg: dict, last: dict | None, n_rungs: int, prov: dict, meta: dict,
@@ -46,7 +47,8 @@ def row_from_result(trial_id: str, cfg: dict, last: dict | None, n_rungs: int, p
     for k in ("rel_err", "gpu"):  # the last rung's GPU measured the row's value
         if last.get(k) is not None:
             metrics[k] = last[k]
-    return results.trial_row(cfg["problem"], knobs, metrics, prov, trial_id=trial_id, **meta)
+    return results.trial_row(cfg["problem"], knobs, metrics, on_host(prov, last.get("host")), trial_id=trial_id,
+                             **meta)
 
 
 _LIVE: dict[str, SweepState] = {}

@@ -115,6 +115,7 @@ def remeasure(sweep, rows: list[dict]) -> list[dict]:
 
 def _final_row(s, r: dict, origin, n: int, cfg: dict, m: dict, n_rungs: int, sweep) -> dict:
     from raytune_attn.tune.sweep.run import meta
+    from raytune_attn.tune.sweep.stack import on_host
 
     metrics = {"status": "ok", "reason": "final re-measure", "rung": n_rungs + 1, "tflops": m["tflops"],
                "latency_ms": m["latency_ms"], "bench_s": m.get("bench_s"), "compile_s": r.get("compile_s"),
@@ -123,5 +124,5 @@ def _final_row(s, r: dict, origin, n: int, cfg: dict, m: dict, n_rungs: int, swe
     if origin is not None:  # a sibling's winner: its trial id names the config, this search's index the row
         metrics.update(reason=f"final re-measure of the winner of {origin.key}", family_of=origin.key)
         tid = f"{r['trial_id']}-for{n}{FINAL_SUFFIX}"
-    return results.trial_row(s.problem, cfg, metrics, sweep.state.provenance[s.accel], trial_id=tid,
-                             **meta(sweep.plan))
+    return results.trial_row(s.problem, cfg, metrics, on_host(sweep.state.provenance[s.accel], m.get("host")),
+                             trial_id=tid, **meta(sweep.plan))

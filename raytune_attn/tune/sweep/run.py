@@ -64,10 +64,14 @@ def trials_per_gpu(plan: Plan, cpu_mode: bool) -> int:
 
 
 def start_searches(plan: Plan, cluster: Cluster, t0: float) -> Sweep:
-    """Every search, its searcher started (its first suggestion computed), MLflow's parent runs, the progress."""
-    from raytune_attn import provenance
+    """Every search, its searcher started (its first suggestion computed), MLflow's parent runs, the progress.
+    SweepUsageError before any of them when a type's actors run different software, or a resume's rows another
+    (stack.py)."""
+    from raytune_attn.tune.sweep import stack
 
-    prov = {accel: provenance.collect(inf[0]) for accel, inf in cluster.infos.items()}
+    prov = {accel: stack.type_provenance(accel, inf) for accel, inf in cluster.infos.items()}
+    if plan.config.resume:
+        stack.check_resumed(plan.prior.done, prov, plan.out)
     searches = [s for accel, inf in cluster.infos.items() for s in _searches_of(plan, cluster, accel, inf[0])]
     tracker = _start_tracking(plan, searches, prov, budget(plan, cluster.cpu_mode))
     searcher = _start_searcher(plan, cluster, searches)

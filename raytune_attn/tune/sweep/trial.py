@@ -82,7 +82,7 @@ def run_trial(config: dict) -> None:
                 return finish(out["status"], out["reason"], rung=rung - 1, bench_s=bench_s)
             tune.report({**base, "tflops": float(out["tflops"]), "latency_ms": float(out["latency_ms"]),
                          "rung": rung, "bench_s": bench_s, "rel_err": out.get("rel_err", base.get("rel_err")),
-                         "capped": bool(out.get("capped")), "gpu": out.get("gpu"),
+                         "capped": bool(out.get("capped")), "gpu": out.get("gpu"), "host": out.get("host"),
                          "trial_wall_s": time.time() - t_start})
             if rung == 1:
                 base["rel_err"] = out.get("rel_err")
