@@ -210,8 +210,17 @@ def test_unusable_tables_are_refused_naming_why(tmp_path):
         prior_scores(tmp_path / "junk.parquet", ["BLOCK_M"])
     with pytest.raises(WarmStartError, match="none of the knob columns"):
         prior_scores(_table(), ["kpack"])
+    (tmp_path / "empty_sweep").mkdir()
+    with pytest.raises(WarmStartError, match="empty_sweep: holds no results"):
+        prior_scores(tmp_path / "empty_sweep", ["BLOCK_M"])
+    _table().iloc[:0].to_parquet(tmp_path / "no_rows.parquet")
+    with pytest.raises(WarmStartError, match="no_rows.parquet: has no rows"):
+        prior_scores(tmp_path / "no_rows.parquet", ["BLOCK_M"])
     with pytest.raises(WarmStartError, match="no successful row"):
         prior_scores(_table().assign(status="error"), ["BLOCK_M"])
+    _table().assign(status="error").to_parquet(tmp_path / "all_failed.parquet")
+    with pytest.raises(WarmStartError, match="all_failed.parquet: has no successful row"):
+        prior_scores(tmp_path / "all_failed.parquet", ["BLOCK_M"])
 
 
 def test_a_trial_stopped_early_scores_its_last_rung():

@@ -54,6 +54,9 @@ def read_results(source: str | Path | pd.DataFrame) -> pd.DataFrame:
         df = results.read_trials(p) if p.is_dir() else results.read_frame(p)
     except Exception as e:  # noqa: BLE001 - whatever the reader raises, the user needs the file named
         raise WarmStartError(f"--warm-start {p}: not a readable results table ({type(e).__name__}: {e})") from None
+    if df.empty:
+        what = "holds no results (no trials.parquet, no trials/ partitions)" if p.is_dir() else "has no rows"
+        raise WarmStartError(f"--warm-start {p}: {what}")
     return df.reset_index(drop=True)
 
 
@@ -64,20 +67,21 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
     `problem` (a Problem or a mapping of some of its fields): the search's problem; each group's weight in the
     geometric mean falls with its problem's distance from it (`group_weight`). None: every group alike."""
     df = read_table(read_results(source))  # Ray Tune's `config/` column prefixes stripped, as for a landscape
+    table = "the warm-start table" if isinstance(source, pd.DataFrame) else f"--warm-start {source}:"
     if "kind" in df.columns:  # a sweep's table: its trials and final re-measures, not the SDPA baselines
         df = df[df["kind"].astype(str) != "baseline"]
     if not any(k in df.columns for k in knobs):
-        raise WarmStartError(f"the warm-start table has none of the knob columns {sorted(knobs)}")
+        raise WarmStartError(f"{table} has none of the knob columns {sorted(knobs)}")
     df = ran_with(df, knobs)
     have = [k for k in knobs if k in df.columns]
     if objective not in df.columns:
-        raise WarmStartError(f"the warm-start table has no {objective!r} column")
+        raise WarmStartError(f"{table} has no {objective!r} column")
     y = pd.to_numeric(df[objective], errors="coerce").astype(float)
     ok = np.isfinite(y) & (y > 0)
     if "status" in df.columns:  # a trial ASHA stopped scores its last rung's value, as its searcher was told it
         ok &= df["status"].map(told_status) == "ok"
     if not ok.any():
-        raise WarmStartError("the warm-start table has no successful row")
+        raise WarmStartError(f"{table} has no successful row")
     frame = df[have].copy()
     frame = frame[frame.notna().all(axis=1)]
     groups = [c for c in GROUP_COLUMNS if c in df.columns]
