@@ -153,11 +153,7 @@ class _Bench:
         """Rung `rung` of one config: with `check`, first compile (or load from the cache), run once and compare
         with the reference. Returns status/reason and, when ok, latency_ms and tflops of this rung; `capped` when
         its first runs took longer than `cap_ms` and the rung stopped there (timing.median_ms)."""
-        import torch
-
         from raytune_attn.config import InvalidConfig
-        from raytune_attn.tune.measure.timing import STALL_MAX_MS, median_ms, tflops
-        from raytune_attn.tune.measure.workload import accept
 
         self.calls += 1
         if self._sim is not None:
@@ -171,44 +167,8 @@ class _Bench:
                "host": self.software["hostname"]}
         t0 = time.perf_counter()
         try:
-            if check:
-                if _matches(config, self._crash_on):
-                    time.sleep(_CRASH_AFTER_S)
-                    os._exit(3)  # test hook: a config that kills its worker process
-                w.compile(config)
-                t1 = time.perf_counter()
-                out["compile_s"] = t1 - t0
-                self.compile_wait_s += t1 - t0
-                t_check = time.perf_counter()
-                got = w.check_run(config)
-                on_gpu = torch.cuda.is_available()  # the interpreter's times say nothing: no cap from them
-                if on_gpu:
-                    torch.cuda.synchronize()
-                first_ms = (time.perf_counter() - t_check) * 1e3
-                ok, err = accept(got, ref)
-                out["rel_err"] = err
-                if not ok:
-                    out.update(status="invalid", reason=f"wrong result: rel err {err:.2e} vs reference")
-                    return out
-                if cap_ms is not None and on_gpu and first_ms > cap_ms + STALL_MAX_MS:
-                    # The check was this config's first run, and no host stall explains it being this far over the
-                    # cap (timing.median_ms stops on such a first timed run): a 2-second kernel costs 2 s, not 4.
-                    out.update(latency_ms=first_ms, tflops=tflops(flops, first_ms), capped=True,
-                               bench_s=time.perf_counter() - t_check)
-                    return out
-            t2 = time.perf_counter()
-            timing: dict = {}
-            buf = torch.empty_like(w.q)  # timed runs write here: a captured run (timing.graphed) allocates nothing
-            self.phase_s["alloc"] = self.phase_s.get("alloc", 0.0) + time.perf_counter() - t2
-            ms = median_ms(lambda: w.run(config, out=buf), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms, cap_ms=cap_ms,
-                           stats=timing)
-            for k, v in timing.get("phase_s", {}).items():
-                self.phase_s[k] = self.phase_s.get(k, 0.0) + v
-            if "host_us_per_launch" in timing:
-                self.launch_us.append(timing["host_us_per_launch"])
-                self.graphed += bool(timing.get("graphed"))
-            out.update(latency_ms=ms, tflops=tflops(flops, ms), capped=cap_ms is not None and ms > cap_ms)
-            out["bench_s"] = time.perf_counter() - t2
+            if not check or self._check(w, ref, flops, config, cap_ms, out):
+                self._time(w, flops, config, rep_ms, cap_ms, out)
         except InvalidConfig as e:
             out.update(status="invalid", reason=str(e).splitlines()[0][:500])
         except Exception as e:  # noqa: BLE001 - a run-time failure (OutOfResources, launch error) of this config
@@ -218,6 +178,61 @@ class _Bench:
         finally:
             self.busy_s += time.perf_counter() - t0 - out["compile_s"]
         return out
+
+    def _check(self, w, ref, flops: float, config: dict, cap_ms: float | None, out: dict) -> bool:
+        """Compile `config` (or load it from the cache), run it once and compare with the reference, into `out`.
+        False when the rung ends here: a wrong result, or a first run so far over `cap_ms` that it is the rung."""
+        import torch
+
+        from raytune_attn.tune.measure.timing import STALL_MAX_MS, tflops
+        from raytune_attn.tune.measure.workload import accept
+
+        if _matches(config, self._crash_on):
+            time.sleep(_CRASH_AFTER_S)
+            os._exit(3)  # test hook: a config that kills its worker process
+        t0 = time.perf_counter()
+        w.compile(config)
+        t_check = time.perf_counter()
+        out["compile_s"] = t_check - t0
+        self.compile_wait_s += t_check - t0
+        got = w.check_run(config)
+        on_gpu = torch.cuda.is_available()  # the interpreter's times say nothing: no cap from them
+        if on_gpu:
+            torch.cuda.synchronize()
+        first_ms = (time.perf_counter() - t_check) * 1e3
+        ok, err = accept(got, ref)
+        out["rel_err"] = err
+        if not ok:
+            out.update(status="invalid", reason=f"wrong result: rel err {err:.2e} vs reference")
+            return False
+        if cap_ms is not None and on_gpu and first_ms > cap_ms + STALL_MAX_MS:
+            # The check was this config's first run, and no host stall explains it being this far over the cap
+            # (timing.median_ms stops on such a first timed run): a 2-second kernel costs 2 s, not 4.
+            out.update(latency_ms=first_ms, tflops=tflops(flops, first_ms), capped=True,
+                       bench_s=time.perf_counter() - t_check)
+            return False
+        return True
+
+    def _time(self, w, flops: float, config: dict, rep_ms: float, cap_ms: float | None, out: dict) -> None:
+        """Time `config` for `rep_ms` (timing.median_ms, capped at `cap_ms`) into `out`; the host's phases and
+        launch costs into the actor's stats."""
+        import torch
+
+        from raytune_attn.tune.measure.timing import median_ms, tflops
+
+        t0 = time.perf_counter()
+        timing: dict = {}
+        buf = torch.empty_like(w.q)  # timed runs write here: a captured run (timing.graphed) allocates nothing
+        self.phase_s["alloc"] = self.phase_s.get("alloc", 0.0) + time.perf_counter() - t0
+        ms = median_ms(lambda: w.run(config, out=buf), warmup_ms=min(rep_ms, 10), rep_ms=rep_ms, cap_ms=cap_ms,
+                       stats=timing)
+        for k, v in timing.get("phase_s", {}).items():
+            self.phase_s[k] = self.phase_s.get(k, 0.0) + v
+        if "host_us_per_launch" in timing:
+            self.launch_us.append(timing["host_us_per_launch"])
+            self.graphed += bool(timing.get("graphed"))
+        out.update(latency_ms=ms, tflops=tflops(flops, ms), capped=cap_ms is not None and ms > cap_ms,
+                   bench_s=time.perf_counter() - t0)
 
     def baselines(self, problem: dict) -> dict:
         """SDPA backends' tflops and latency on this problem (GPU only; {} otherwise). Varlen problems get each
