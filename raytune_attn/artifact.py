@@ -155,6 +155,19 @@ def _current(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def validate(art: Any, *, source: str = "<artifact>") -> None:
     """Check schema and checksum; every entry's config must pass `validation.check` for its problem and vendor."""
+    _validate_top(art, source)
+    seen = set()
+    for i, e in enumerate(art["entries"]):
+        where = f"{source}: entries[{i}]"
+        _validate_entry(e, where)
+        k = (e["accelerator_type"], e["problem_key"])
+        if k in seen:
+            raise ArtifactError(f"{where}: duplicate entry for {k}")
+        seen.add(k)
+
+
+def _validate_top(art: Any, source: str) -> None:
+    """The artifact's object: schema version, its keys, checksum, the types of entries and provenance, created."""
     if not isinstance(art, dict):
         raise ArtifactError(f"{source}: the artifact must be a JSON object, got {type(art).__name__}")
     if "schema_version" not in art:
@@ -182,37 +195,34 @@ def validate(art: Any, *, source: str = "<artifact>") -> None:
     if not isinstance(art["provenance"], dict):
         raise ArtifactError(f"{source}: provenance must be an object")
     created_at(art, source=source)
-    seen = set()
-    for i, e in enumerate(art["entries"]):
-        where = f"{source}: entries[{i}]"
-        if not isinstance(e, dict):
-            raise ArtifactError(f"{where} must be an object")
-        for k, t in _ENTRY_REQUIRED.items():
-            if k not in e:
-                raise ArtifactError(f"{where}: missing {k!r}")
-            if not isinstance(e[k], t) or isinstance(e[k], bool):
-                raise ArtifactError(f"{where}: {k!r} has the wrong type ({type(e[k]).__name__})")
-        for k in (*ENTRY_PROVENANCE, "triton_compatible"):
-            if k in e and not isinstance(e[k], str):
-                raise ArtifactError(f"{where}: {k!r} must be a string, got {type(e[k]).__name__}")
-        if e.get("triton_compatible"):
-            try:
-                _specifiers(e["triton_compatible"])
-            except ValueError as err:
-                raise ArtifactError(f"{where}: triton_compatible: {err}") from None
+
+
+def _validate_entry(e: Any, where: str) -> None:
+    """One entry: its required fields and their types, its provenance strings, its Triton specifiers, its problem
+    key, and its config valid for that problem on its vendor."""
+    if not isinstance(e, dict):
+        raise ArtifactError(f"{where} must be an object")
+    for k, t in _ENTRY_REQUIRED.items():
+        if k not in e:
+            raise ArtifactError(f"{where}: missing {k!r}")
+        if not isinstance(e[k], t) or isinstance(e[k], bool):
+            raise ArtifactError(f"{where}: {k!r} has the wrong type ({type(e[k]).__name__})")
+    for k in (*ENTRY_PROVENANCE, "triton_compatible"):
+        if k in e and not isinstance(e[k], str):
+            raise ArtifactError(f"{where}: {k!r} must be a string, got {type(e[k]).__name__}")
+    if e.get("triton_compatible"):
         try:
-            problem = Problem.from_key(e["problem_key"])
+            _specifiers(e["triton_compatible"])
         except ValueError as err:
-            raise ArtifactError(f"{where}: {err}") from None
-        try:
-            check(_current(e["config"]), head_dim=problem.head_dim, vendor=e.get("vendor") or "cpu",
-                  dtype=problem.dtype)
-        except InvalidConfig as err:
-            raise ArtifactError(f"{where} ({e['problem_key']}): invalid config: {err}") from None
-        k = (e["accelerator_type"], e["problem_key"])
-        if k in seen:
-            raise ArtifactError(f"{where}: duplicate entry for {k}")
-        seen.add(k)
+            raise ArtifactError(f"{where}: triton_compatible: {err}") from None
+    try:
+        problem = Problem.from_key(e["problem_key"])
+    except ValueError as err:
+        raise ArtifactError(f"{where}: {err}") from None
+    try:
+        check(_current(e["config"]), head_dim=problem.head_dim, vendor=e.get("vendor") or "cpu", dtype=problem.dtype)
+    except InvalidConfig as err:
+        raise ArtifactError(f"{where} ({e['problem_key']}): invalid config: {err}") from None
 
 
 def created_at(art: Mapping[str, Any], *, source: str = "<artifact>") -> _dt.datetime:

@@ -261,38 +261,15 @@ class SweepTracker:
         `best` is `winners.described(...)`: `{"config": {...}, "tflops": x, "latency_ms": y, "trial_id": ...}`, or
         None (no valid trial).
         """
-        from raytune_attn.tune import results, winners
+        from raytune_attn.tune import results
 
         rid = handle.run_id
         now = _ms()
-        metrics, params, tags = [], [], []
-        if best:
-            params += [Param(f"best.{k}", _s(v)) for k, v in dict(best.get("config") or {}).items()]
-            for name in ("tflops", "latency_ms"):
-                v = float_or_none(best.get(name))
-                if v is not None:
-                    metrics.append(Metric(f"best_{name}", v, now, 0))
-            if best.get("trial_id"):
-                tags.append(RunTag("best_trial_id", _s(best["trial_id"])))
-        base = {k: float_or_none(v) for k, v in dict(baselines or {}).items()}
-        base = {k: v for k, v in base.items() if v is not None}
-        for impl, v in base.items():
-            metrics.append(Metric(f"baseline_tflops.{impl}", v, now, 0))
-        if base:
-            impl, v = max(base.items(), key=lambda kv: kv[1])
-            metrics.append(Metric("best_baseline_tflops", v, now, 0))
-            tags.append(RunTag("best_baseline_impl", impl))
-            bt = float_or_none(best.get("tflops")) if best else None
-            if bt is not None and v > 0:
-                metrics.append(Metric("speedup_vs_baseline", bt / v, now, 0))
-        if trials_df is not None and len(trials_df):
-            t = trials_df[trials_df["kind"] == "trial"] if "kind" in trials_df.columns else trials_df
-            metrics.append(Metric("n_trials", float(winners.count(t.to_dict("records"))), now, 0))
-            real = t[~t["trial_id"].map(winners.is_final).astype(bool)]  # final re-measures are not trials
-            for st in results.STATUSES:
-                metrics.append(Metric(f"n_{st}", float((real["status"] == st).sum()), now, 0))
+        metrics, params, tags = _best_entries(best, now)
+        base_metrics, base_tags = _baseline_entries(baselines, best, now)
+        metrics += base_metrics + _count_metrics(trials_df, now)
         metrics.append(Metric("search_wall_s", time.time() - handle.t0, now, 0))
-        self.client.log_batch(rid, metrics=metrics, params=params, tags=tags)
+        self.client.log_batch(rid, metrics=metrics, params=params, tags=tags + base_tags)
         with tempfile.TemporaryDirectory(prefix="raytune-attn-mlflow-") as tmp:
             tmp = Path(tmp)
             if best:
@@ -370,3 +347,46 @@ class SweepTracker:
             self.finish_search(h, best, baselines, g, artifact_path)
             out[(str(accel), key)] = h.run_id
         return out
+
+
+def _best_entries(best: Mapping[str, Any] | None, now: int) -> tuple[list, list, list]:
+    """A search's winner as MLflow entries: its config as `best.<knob>` params, best_tflops and best_latency_ms
+    metrics, the best_trial_id tag."""
+    metrics, params, tags = [], [], []
+    if best:
+        params += [Param(f"best.{k}", _s(v)) for k, v in dict(best.get("config") or {}).items()]
+        for name in ("tflops", "latency_ms"):
+            v = float_or_none(best.get(name))
+            if v is not None:
+                metrics.append(Metric(f"best_{name}", v, now, 0))
+        if best.get("trial_id"):
+            tags.append(RunTag("best_trial_id", _s(best["trial_id"])))
+    return metrics, params, tags
+
+
+def _baseline_entries(baselines: Mapping[str, Any] | None, best: Mapping[str, Any] | None,
+                      now: int) -> tuple[list, list]:
+    """Each baseline's tflops, the fastest of them (metric and tag), and the winner's speedup over it."""
+    base = {k: float_or_none(v) for k, v in dict(baselines or {}).items()}
+    base = {k: v for k, v in base.items() if v is not None}
+    metrics = [Metric(f"baseline_tflops.{impl}", v, now, 0) for impl, v in base.items()]
+    if not base:
+        return metrics, []
+    impl, v = max(base.items(), key=lambda kv: kv[1])
+    metrics.append(Metric("best_baseline_tflops", v, now, 0))
+    bt = float_or_none(best.get("tflops")) if best else None
+    if bt is not None and v > 0:
+        metrics.append(Metric("speedup_vs_baseline", bt / v, now, 0))
+    return metrics, [RunTag("best_baseline_impl", impl)]
+
+
+def _count_metrics(trials_df, now: int) -> list:
+    """n_trials and a count per status over a search's trial rows (its final re-measures are not trials)."""
+    from raytune_attn.tune import results, winners
+
+    if trials_df is None or not len(trials_df):
+        return []
+    t = trials_df[trials_df["kind"] == "trial"] if "kind" in trials_df.columns else trials_df
+    metrics = [Metric("n_trials", float(winners.count(t.to_dict("records"))), now, 0)]
+    real = t[~t["trial_id"].map(winners.is_final).astype(bool)]
+    return metrics + [Metric(f"n_{st}", float((real["status"] == st).sum()), now, 0) for st in results.STATUSES]

@@ -228,6 +228,45 @@ def format_table(summary: Mapping[str, Mapping], landscape: Landscape) -> str:
     return "\n".join(lines)
 
 
+def _parse_select(select: Sequence[str]) -> dict[str, str]:
+    """`--select COLUMN=VALUE` items as a mapping."""
+    sel = {}
+    for item in select:
+        col, sep, val = item.partition("=")
+        if not sep or not col:
+            raise ValueError(f"--select takes COLUMN=VALUE, got {item!r}")
+        sel[col] = val
+    return sel
+
+
+def _parse_gp_options(gp_options: Sequence[str]) -> dict[str, Any]:
+    """`--gp-option NAME=VALUE` items as GPSearcher keyword arguments, each name one of its parameters."""
+    opts: dict[str, Any] = {}
+    known = inspect.signature(GPSearcher).parameters
+    for item in gp_options:
+        key, sep, val = item.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--gp-option takes NAME=VALUE, got {item!r}")
+        if key not in known or key in ("space", "kw", "problem"):
+            raise ValueError(f"unknown GP option {key!r}")
+        try:
+            opts[key] = json.loads(val)  # numbers, true/false, lists; anything else is a string
+        except json.JSONDecodeError:
+            opts[key] = val
+        # A switch given "yes" or 1 would be true to bool() whatever was meant (priors=no, cost_aware=0).
+        if isinstance(known[key].default, bool) and not isinstance(opts[key], bool):
+            raise ValueError(f"GP option {key} takes true or false, got {val!r}")
+    return opts
+
+
+def _check_searchers(names: Sequence[str]) -> None:
+    """An unknown searcher name is refused before any run, and so is tpe without Optuna."""
+    for name in names:
+        searcher_class(name)
+        if name == "tpe" and importlib.util.find_spec("optuna") is None:
+            raise ValueError("--searcher tpe needs Optuna: pip install 'raytune-attn[tpe]'")
+
+
 def replay_command(
     landscape: str,
     searchers: Sequence[str],
@@ -252,37 +291,15 @@ def replay_command(
     (start, moves, coupled pairs), as `--gp-option priors=false`; `noise`, `screen`: see the module docstring;
     `warm_start`: a results table used as the searchers' prior (`warm_as`, see `replay`)."""
     check_warm_as(warm_as)
-    sel = {}
-    for item in select:
-        col, sep, val = item.partition("=")
-        if not sep or not col:
-            raise ValueError(f"--select takes COLUMN=VALUE, got {item!r}")
-        sel[col] = val
-    opts = {}
-    known = inspect.signature(GPSearcher).parameters
-    for item in gp_options:
-        key, sep, val = item.partition("=")
-        if not sep or not key:
-            raise ValueError(f"--gp-option takes NAME=VALUE, got {item!r}")
-        if key not in known or key in ("space", "kw", "problem"):
-            raise ValueError(f"unknown GP option {key!r}")
-        try:
-            opts[key] = json.loads(val)  # numbers, true/false, lists; anything else is a string
-        except json.JSONDecodeError:
-            opts[key] = val
-        # A switch given "yes" or 1 would be true to bool() whatever was meant (priors=no, cost_aware=0).
-        if isinstance(known[key].default, bool) and not isinstance(opts[key], bool):
-            raise ValueError(f"GP option {key} takes true or false, got {val!r}")
+    sel = _parse_select(select)
+    opts = _parse_gp_options(gp_options)
     if no_priors:
         opts["priors"] = False
     land = load_landscape(landscape, objective=objective, params=list(params or ()) or None, select=sel,
                           cold_compile=cold_compile)  # fmt: skip
     screened = sweep_screen(land) if screen else None
     names = list(searchers) or ["gp", "random"]
-    for name in names:
-        searcher_class(name)  # an unknown name is refused before any run, and so is tpe without Optuna
-        if name == "tpe" and importlib.util.find_spec("optuna") is None:
-            raise ValueError("--searcher tpe needs Optuna: pip install 'raytune-attn[tpe]'")
+    _check_searchers(names)
     warm = (prior_scores(warm_start, land.space.names, objective=objective, problem=land.problem or None)
             if warm_start else None)
     summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
