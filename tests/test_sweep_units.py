@@ -229,6 +229,10 @@ def test_flags():
             SweepConfig(**bad)
     with pytest.raises(SweepUsageError, match="--rungs"):
         parse_rungs("x")
+    for rungs in ("", "10,-5", "30,10", "10,10,60"):
+        with pytest.raises(SweepUsageError, match="--rungs must (be positive|increase)"):
+            SweepConfig(rungs_ms=parse_rungs(rungs))
+    assert SweepConfig(rungs_ms=parse_rungs("5")).rungs_ms == (5.0,)
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.budget = 6
 

@@ -122,7 +122,7 @@ def tune_cmd(
     no_early_stop: bool = typer.Option(False, "--no-early-stop", help="Run every config through every rung (FIFO)."),
     no_baselines: bool = typer.Option(False, "--no-baselines", help="Do not measure SDPA's backends on each problem "
                                       "(best_configs.json then has no speed-ups)."),
-    rungs: str = typer.Option("10,30,60", "--rungs", help="Milliseconds of repetitions per timing rung."),
+    rungs: str = typer.Option("10,30,60", "--rungs", help="Milliseconds of repetitions per timing rung, increasing."),
     reduction_factor: float = typer.Option(2.0, "--reduction-factor", help="ASHA reduction factor (> 1)."),
     top_k: int = typer.Option(4, "--top-k", help="Configs per search re-measured before naming the winner."),
     final_rep_ms: float = typer.Option(200.0, "--final-rep-ms", help="Repetitions (ms) of the final re-measure."),

@@ -8,6 +8,7 @@ its own command line may only say where to run it (`RESUME_WHERE`: the Ray clust
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from dataclasses import dataclass, fields
 
@@ -26,14 +27,11 @@ class SweepUsageError(ValueError):
 
 
 def parse_rungs(text: str) -> tuple[float, ...]:
-    """`--rungs 10,30,60`: milliseconds of repetitions per timing rung, each positive."""
+    """`--rungs 10,30,60`: milliseconds of repetitions per timing rung (SweepConfig checks the values)."""
     try:
-        rungs = tuple(float(x) for x in str(text).split(",") if x.strip())
+        return tuple(float(x) for x in str(text).split(",") if x.strip())
     except ValueError:
         raise SweepUsageError(f"--rungs must be comma-separated milliseconds, got {text!r}") from None
-    if not rungs or any(not r > 0 for r in rungs):
-        raise SweepUsageError(f"--rungs must be positive milliseconds, got {text!r}")
-    return rungs
 
 
 def _flag(name: str) -> str:
@@ -115,6 +113,10 @@ def _problems(c: SweepConfig):
         yield f"--searcher must be one of {', '.join(SEARCHERS)}, got {c.searcher!r}"
     if not c.rungs_ms or any(not r > 0 for r in c.rungs_ms):
         yield f"--rungs must be positive milliseconds, got {c.rungs!r}"
+    elif any(later <= r for r, later in itertools.pairwise(c.rungs_ms)):
+        # ASHA gives the configs it keeps more time: a later rung no longer than the one before measures a survivor
+        # no better than the rung that kept it did.
+        yield f"--rungs must increase (each rung times its configs longer than the one before), got {c.rungs!r}"
     at_least = {"budget": 1, "family_k": 0, "top_k": 0, "compile_workers": 0, "trials_per_gpu": 1, "num_cpus": 1,
                 "cpu_actors": 1}
     for name, low in at_least.items():
