@@ -152,6 +152,30 @@ def test_bench_command_runs_the_interpreter_without_a_gpu_by_itself(tmp_path):
     assert "Triton interpreter" in p.stdout
 
 
+def test_bench_cells_are_the_standard_grids_or_a_refusal_naming_the_flag():
+    from raytune_attn.tune.cli import UsageError, _bench_cells
+
+    cells = _bench_cells("auto", [128], [4096, 8192], "float16", (True,), interpreting=False)
+    assert [(c.batch, c.hq, c.seqlen_q, c.head_dim, c.causal, c.dtype) for c in cells] == [
+        (4, 16, 4096, 128, True, "float16"), (2, 16, 8192, 128, True, "float16")]
+    assert all(c.batch * c.seqlen_q == bench.GRID_TOKENS and c.hq * c.head_dim == bench.GRID_WIDTH
+               for c in _bench_cells("standard", None, None, None, (False, True), interpreting=False))
+    assert _bench_cells("auto", None, None, None, (False,), interpreting=True) == [
+        q for q in bench.tiny_grid() if not q.causal]
+    refused = [
+        (("standard", [96], None, None), "--head-dim 96: the standard grid keeps H\\*D = 2048"),
+        (("standard", None, [3000], None), "--seqlen 3000: the standard grid keeps B\\*S = 16384"),
+        (("standard", None, [0], None), "--seqlen 0"),
+        (("standard", None, None, "float32"), "--dtype must be float16 or bfloat16"),
+        (("tiny", [64], None, "bfloat16"), "--head-dim, --dtype: only with --grid standard"),
+    ]
+    for (grid, dims, lens, dtype), match in refused:
+        with pytest.raises(UsageError, match=match):
+            _bench_cells(grid, dims, lens, dtype, (False,), interpreting=False)
+    with pytest.raises(UsageError, match="--grid standard needs a GPU"):
+        _bench_cells("standard", None, None, None, (False,), interpreting=True)
+
+
 @interpreter_only
 def test_bench_problem_paged_on_cpu_times_the_paged_kernel():
     from raytune_attn.problem import Problem as P

@@ -77,6 +77,8 @@ def test_unknown_flag_is_one_line_exit_2(path, capsys):
 @pytest.mark.parametrize("argv,names", [
     (["bench", "--rep-ms", "abc"], ["--rep-ms"]),
     (["bench", "--grid", "huge"], ["--grid", "huge"]),
+    (["bench", "--rep-ms", "0"], ["--rep-ms"]),
+    (["replay", "--landscape", "x.parquet", "--concurrency", "0"], ["--concurrency"]),
     (["bench", "--config", "{not json"], ["--config"]),
     (["replay", "--landscape", "x.parquet", "--budget", "many"], ["--budget"]),
     (["tune", "--budget", "many"], ["--budget"]),

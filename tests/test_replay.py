@@ -236,8 +236,10 @@ def test_replay_cli_usage_errors(synthetic_path, capsys):
     assert main(["replay", "--landscape", "/nope.parquet"]) == 2
     assert main(["replay", "--landscape", str(synthetic_path), "--searcher", "bayes"]) == 2
     assert main(["replay", "--landscape", str(synthetic_path), "--objective", "ms"]) == 2
+    assert main(["replay", "--landscape", str(synthetic_path), "--concurrency", "0"]) == 2
     errs = capsys.readouterr().err.strip().splitlines()
-    assert len(errs) == 3 and all(e.startswith("raytune-attn: error:") for e in errs)
+    assert len(errs) == 4 and all(e.startswith("raytune-attn: error:") for e in errs)
+    assert errs[-1] == "raytune-attn: error: --concurrency must be at least 1, got 0"
 
 
 def test_concurrent_replay_gives_distinct_configs(synthetic_path):

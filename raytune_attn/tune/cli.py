@@ -53,7 +53,7 @@ def bench_cmd(
     head_dim: list[int] = typer.Option(None, "--head-dim", help="Restrict the grid to these head dims."),
     seqlen: list[int] = typer.Option(None, "--seqlen", help="Restrict the grid to these sequence lengths."),
     causal: str = typer.Option("both", help="both, causal or full."),
-    dtype: str = typer.Option("bfloat16", help="float16 or bfloat16 (standard grid)."),
+    dtype: str = typer.Option(None, help="float16 or bfloat16 (standard grid; default bfloat16)."),
     config: list[str] = typer.Option(None, "--config", help="Kernel config as JSON (repeatable); default if none."),
     out: str = typer.Option("bench.parquet", "--out", help="Parquet file; a markdown table is written beside it."),
     rep_ms: float = typer.Option(100.0, "--rep-ms", help="Milliseconds of repetitions per timing."),
@@ -68,18 +68,13 @@ def bench_cmd(
         raise UsageError(f"--grid must be auto, standard or tiny, got {grid!r}")
     if causal not in ("both", "causal", "full"):
         raise UsageError(f"--causal must be both, causal or full, got {causal!r}")
+    if not rep_ms > 0:
+        raise UsageError(f"--rep-ms must be > 0, got {rep_ms}")
     interpreting = interpret_without_gpu()  # as the sweep's actors do, before the kernel's module is imported
     from raytune_attn.tune.measure import bench
 
-    if grid == "auto":
-        grid = "tiny" if interpreting else "standard"
     masks = {"both": (False, True), "causal": (True,), "full": (False,)}[causal]
-    if grid == "tiny":
-        problems = [p for p in bench.tiny_grid() if p.causal in masks]
-    else:
-        problems = bench.standard_grid(head_dims=tuple(head_dim or (64, 128)),
-                                       seqlens=tuple(seqlen or (512, 1024, 2048, 4096, 8192, 16384)),
-                                       dtype=dtype, causal=masks)
+    problems = _bench_cells(grid, head_dim, seqlen, dtype, masks, interpreting)
     configs = []
     for c in config or []:
         try:
@@ -90,6 +85,34 @@ def bench_cmd(
     df = bench.run_bench(problems, configs, out, rep_ms=rep_ms)
     print(bench.markdown_table(df))
     print(f"wrote {out} and {Path(out).with_suffix('.md')}")
+
+
+def _bench_cells(grid: str, head_dims, seqlens, dtype: str | None, masks: tuple, interpreting: bool) -> list:
+    """The problems `bench` times: the tiny grid as it is, or the standard grid's cells the flags select (each
+    flag refused where it cannot select one)."""
+    from raytune_attn.tune.measure import bench
+
+    if grid == "auto":
+        grid = "tiny" if interpreting else "standard"
+    if grid == "tiny":
+        given = [f for f, v in (("--head-dim", head_dims), ("--seqlen", seqlens), ("--dtype", dtype)) if v]
+        if given:
+            raise UsageError(f"{', '.join(given)}: only with --grid standard (the tiny grid is fixed: float32, D=32, "
+                             "S=64 and 128)")
+        return [p for p in bench.tiny_grid() if p.causal in masks]
+    if interpreting:
+        raise UsageError("--grid standard needs a GPU: the Triton interpreter would take hours on its shapes "
+                         "(--grid tiny runs without one)")
+    if dtype not in (None, "float16", "bfloat16"):
+        raise UsageError(f"--dtype must be float16 or bfloat16, got {dtype!r}")
+    for flag, values, total, what in (("--head-dim", head_dims, bench.GRID_WIDTH, "H*D"),
+                                      ("--seqlen", seqlens, bench.GRID_TOKENS, "B*S")):
+        for v in values or ():
+            if v < 1 or total % v:
+                raise UsageError(f"{flag} {v}: the standard grid keeps {what} = {total}, so it must divide {total}")
+    return bench.standard_grid(head_dims=tuple(head_dims or (64, 128)),
+                               seqlens=tuple(seqlens or (512, 1024, 2048, 4096, 8192, 16384)),
+                               dtype=dtype or "bfloat16", causal=masks)
 
 
 @app.command("tune")

@@ -26,10 +26,15 @@ from raytune_attn.tune.measure.timing import median_ms, tflops
 from raytune_attn.tune.measure.workload import accept, make_workload, reference
 
 SDPA_BACKENDS = ("flash", "cudnn", "efficient")
+# The standard grid's cells share one amount of work per token: B*S tokens and H*D channels, as in the FlashAttention
+# papers' benchmarks, so a cell's TFLOP/s moves with S and D alone.
+GRID_TOKENS = 16384
+GRID_WIDTH = 2048
 
 
 def standard_grid(head_dims=(64, 128), seqlens=(512, 1024, 2048, 4096, 8192, 16384), dtype="bfloat16",
-                  causal=(False, True), tokens=16384, width=2048) -> list[Problem]:
+                  causal=(False, True), tokens=GRID_TOKENS, width=GRID_WIDTH) -> list[Problem]:
+    """B = tokens / S and H = width / D for each head dim D, sequence length S and mask."""
     return [
         Problem(batch=tokens // s, hq=width // d, hkv=width // d, seqlen_q=s, seqlen_k=s, head_dim=d, causal=c,
                 dtype=dtype)

@@ -141,6 +141,16 @@ def screen_line(landscape: Landscape, screen: Screen) -> str:
             f"are candidates; it rejects {len(rejected) - ran} failed and {ran} measured configs")
 
 
+def check_counts(budget: int, seeds: int, seed_start: int, concurrency: int) -> None:
+    """ValueError naming the flag when a replay's budget, seeds, first seed or concurrency cannot be run."""
+    if budget < 1 or seeds < 1:
+        raise ValueError("--budget and --seeds must be at least 1")
+    if seed_start < 0:
+        raise ValueError("--seed-start must be at least 0")
+    if concurrency < 1:
+        raise ValueError(f"--concurrency must be at least 1, got {concurrency}")
+
+
 def run_seeds(landscape: Landscape, name: str, *, budget: int = 40, seeds: int = 10, seed_start: int = 0,
               concurrency: int = 1, options: Mapping[str, Any] | None = None, noise: float = 0.0,
               warm: Sequence[tuple[dict, float | None]] | None = None, warm_as: str = "model",
@@ -149,10 +159,7 @@ def run_seeds(landscape: Landscape, name: str, *, budget: int = 40, seeds: int =
     arguments as in `replay`. `cls`: a class to build instead of `name`'s (a variant of it, as the benchmarks
     compare; `name` still chooses the warm-start options). Bad counts, spread, warm mode or a table that cannot be
     screened are refused before any run."""
-    if budget < 1 or seeds < 1:
-        raise ValueError("--budget and --seeds must be at least 1")
-    if seed_start < 0:
-        raise ValueError("--seed-start must be at least 0")
+    check_counts(budget, seeds, seed_start, concurrency)
     check_noise(noise)
     check_warm_as(warm_as)
     make = cls or searcher_class(name)  # an unknown name is refused here, before any run
@@ -290,6 +297,7 @@ def replay_command(
     """What `raytune-attn replay` runs; returns the printed table. `no_priors`: the GP without the space's priors
     (start, moves, coupled pairs), as `--gp-option priors=false`; `noise`, `screen`: see the module docstring;
     `warm_start`: a results table used as the searchers' prior (`warm_as`, see `replay`)."""
+    check_counts(budget, seeds, seed_start, concurrency)  # before the landscape is read
     check_warm_as(warm_as)
     sel = _parse_select(select)
     opts = _parse_gp_options(gp_options)
