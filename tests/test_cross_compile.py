@@ -32,11 +32,16 @@ def test_bad_target_space_problems_and_sample_are_one_line_errors(tmp_path, caps
     cases = [(("amd/gfx942", "rocm:942"), {}), ((str(tmp_path / "none.yaml"), "cuda:90"), {}),
              (("nvidia/sm80", "hip:gfx90a"), {}), (("nvidia/sm80", "cuda:80"), {"sample": 0}),
              (("nvidia/sm80", "cuda:80"), {"problems": str(bad_problems)}),
-             (("nvidia/sm80", "cuda:80"), {"out": str(tmp_path / "no" / "x.parquet")})]
+             (("nvidia/sm80", "cuda:80"), {"out": str(tmp_path / "no" / "x.parquet")}),
+             (("nvidia/sm80", "cuda:80"), {"workers": 0}), (("nvidia/sm80", "cuda:80"), {"timeout_s": 0.0}),
+             (("nvidia/sm80", "cuda:80"), {"seed": -1})]
     for args, kw in cases:
         assert cc.space_compile_main(*args, **kw) == 2
         err = capsys.readouterr().err
-        assert err.startswith("error: ") and err.count("\n") == 1, err
+        assert err.startswith("raytune-attn: error: ") and err.count("\n") == 1, err
+        flag = {"sample": "--sample", "out": "--out", "workers": "--workers", "timeout_s": "--timeout",
+                "seed": "--seed"}.get(next(iter(kw), ""))
+        assert flag is None or flag in err, err
 
 
 def test_refusals_carry_the_validation_reason_and_compile_nothing():

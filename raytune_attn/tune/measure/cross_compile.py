@@ -629,7 +629,7 @@ def write_parquet(rows: list[dict], path: str | Path) -> None:
     pd.DataFrame(rows).to_parquet(path, index=False)
 
 
-def _load_inputs(space, target, problems, sample, out):
+def _load_inputs(space, target, problems, sample, out, workers=None, timeout_s=DEFAULT_TIMEOUT_S, seed=0):
     """Everything the command checks before compiling; raises CrossCompileError with one line."""
     from raytune_attn.tune.search.space import SpaceError, load_space
     from raytune_attn.tune.sweep.problems import ProblemSetError, load_problems
@@ -652,6 +652,12 @@ def _load_inputs(space, target, problems, sample, out):
         raise CrossCompileError(f"space {space} is {kernel}; {problems} has problems of the other kernel: {wrong[0]}")
     if sample is not None and (isinstance(sample, bool) or not isinstance(sample, int) or sample < 1):
         raise CrossCompileError(f"--sample must be a positive number of configs, got {sample!r}")
+    if workers is not None and workers < 1:
+        raise CrossCompileError(f"--workers must be at least 1, got {workers}")
+    if not timeout_s > 0:
+        raise CrossCompileError(f"--timeout must be > 0 seconds, got {timeout_s}")
+    if seed < 0:
+        raise CrossCompileError(f"--seed must be at least 0, got {seed}")
     if out is not None and not Path(out).resolve().parent.is_dir():
         raise CrossCompileError(f"--out {out}: no such directory {Path(out).resolve().parent}")
     return sp, tgt, probs
@@ -665,9 +671,9 @@ def space_compile_main(space: str, target: str, problems: str | None = None, sam
     stayed at or below every binary's shared memory; 1 otherwise (also when the validation refused every config:
     nothing was verified); 2 for bad input, before anything compiles."""
     try:
-        sp, tgt, probs = _load_inputs(space, target, problems, sample, out)
+        sp, tgt, probs = _load_inputs(space, target, problems, sample, out, workers, timeout_s, seed)
     except CrossCompileError as e:
-        print(f"error: {e}", file=sys.stderr)
+        print(f"raytune-attn: error: {e}", file=sys.stderr)  # as the other commands' usage errors
         return 2
 
     def progress(done: int, total: int) -> None:
