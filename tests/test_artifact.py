@@ -1,5 +1,6 @@
 import json
 
+import pandas as pd
 import pytest
 
 from raytune_attn import artifact
@@ -112,6 +113,12 @@ def test_cli_export(results_file, tmp_path, capsys):
     assert "wrote" in capsys.readouterr().out
     assert main(["export", str(results_file), "-o", str(out), "--accelerator-type", "A100"]) == 0
     assert [e["accelerator_type"] for e in artifact.load(out)["entries"]] == ["A100"]
+    capsys.readouterr()
+    assert main(["export", str(results_file), "-o", str(tmp_path / "x.json"), "--accelerator-type", "A10"]) == 2
+    types = sorted(set(pd.read_parquet(results_file)["accelerator_type"]))
+    assert capsys.readouterr().err.strip() == (f"raytune-attn: error: --accelerator-type A10: {results_file} has no "
+                                               f"rows of it (its types: {', '.join(types)})")
+    assert not (tmp_path / "x.json").exists()
 
 
 def test_cli_export_user_errors(tmp_path, capsys):

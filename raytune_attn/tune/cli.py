@@ -38,6 +38,10 @@ def export_cmd(
 
     df = results.read_trials(results_path)
     if accelerator_type:
+        types = sorted(df["accelerator_type"].dropna().astype(str).unique())
+        if accelerator_type not in types:
+            raise UsageError(f"--accelerator-type {accelerator_type}: {results_path} has no rows of it "
+                             f"(its types: {', '.join(types) or 'none'})")
         df = df[df["accelerator_type"] == accelerator_type]
     art = winners.build_artifact(df)
     if not art["entries"]:
