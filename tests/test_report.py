@@ -87,8 +87,11 @@ def test_report_dataset_dir_filters_and_formats(tmp_path):
     assert all(p.parent == tmp_path / "plots" for p in r.plots)
     md = report.report(out, problem="d128", fmt="markdown", plots=False)
     assert md.plots == [] and md.text.count(P2.key) == 1 and md.text.startswith("| accelerator |")
-    with pytest.raises(ValueError, match="no result rows matching"):
+    n_keys = len({r["problem_key"] for r in make_rows()})
+    with pytest.raises(ValueError, match=f"--problem nope: in none of the {n_keys} problem keys of "):
         report.report(out, problem="nope", plots=False)
+    with pytest.raises(ValueError, match=r"--accelerator-type A10: .* has no rows of it \(its types: .*MI300X"):
+        report.report(out, accelerator_type="A10", plots=False)
     with pytest.raises(ValueError, match="--format"):
         report.report(out, fmt="html")
 

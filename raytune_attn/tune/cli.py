@@ -38,11 +38,7 @@ def export_cmd(
 
     df = results.read_trials(results_path)
     if accelerator_type:
-        types = sorted(df["accelerator_type"].dropna().astype(str).unique())
-        if accelerator_type not in types:
-            raise UsageError(f"--accelerator-type {accelerator_type}: {results_path} has no rows of it "
-                             f"(its types: {', '.join(types) or 'none'})")
-        df = df[df["accelerator_type"] == accelerator_type]
+        df = results.of_type(df, accelerator_type, results_path)
     art = winners.build_artifact(df)
     if not art["entries"]:
         raise UsageError(f"{results_path}: no trial with status ok to export")

@@ -354,13 +354,16 @@ def report(
     if fmt not in ("table", "markdown", "json"):
         raise ValueError(f"--format must be table, markdown or json, got {fmt!r}")
     df = results.read_trials(results_path)
-    if accelerator_type:
-        df = df[df["accelerator_type"] == accelerator_type]
-    if problem:
-        df = df[df["problem_key"].fillna("").str.contains(problem, regex=False)]
     if not len(df):
-        what = " matching the filters" if accelerator_type or problem else ""
-        raise ValueError(f"{results_path}: no result rows{what}")
+        raise ValueError(f"{results_path}: no result rows")
+    if accelerator_type:
+        df = results.of_type(df, accelerator_type, results_path)
+    if problem:
+        keys = df["problem_key"].fillna("")
+        if not keys.str.contains(problem, regex=False).any():
+            raise ValueError(f"--problem {problem}: in none of the {keys.nunique()} problem keys of {results_path}"
+                             + (f" of type {accelerator_type}" if accelerator_type else ""))
+        df = df[keys.str.contains(problem, regex=False)]
     summaries = summarize(df)
     if fmt == "json":
         text = json.dumps([s.to_dict() for s in summaries], indent=2, sort_keys=True)

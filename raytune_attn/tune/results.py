@@ -439,6 +439,16 @@ def read_trials(path: str | os.PathLike, *, interrupted: bool = False):
 # ---------------------------------------------------------------------------------------------------- views
 
 
+def of_type(df, accelerator_type: str, source: str | os.PathLike):
+    """The rows of `df` (read from `source`) of one accelerator type; ValueError naming the types it has when it
+    has none of that one (`--accelerator-type` of export and report)."""
+    types = sorted(df["accelerator_type"].dropna().astype(str).unique()) if "accelerator_type" in df.columns else []
+    if accelerator_type not in types:
+        raise ValueError(f"--accelerator-type {accelerator_type}: {source} has no rows of it "
+                         f"(its types: {', '.join(types) or 'none'})")
+    return df[df["accelerator_type"] == accelerator_type]
+
+
 def told_status(status: Any) -> str:
     """The status a searcher was told for a row of `status`: a trial stopped early (ASHA) reported "ok" at its last
     rung, and its searcher took that rung's value."""
