@@ -34,6 +34,12 @@ class Problem:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise ValueError(f"problem field {name} must be a positive integer, got {v!r}")
+        for name in ("causal", "varlen"):
+            v = getattr(self, name)
+            if isinstance(v, np.bool_):  # a flag read from a table's row
+                object.__setattr__(self, name, bool(v))
+            elif not isinstance(v, bool):  # "maybe" or 1 would be taken as true and name a causal problem
+                raise ValueError(f"problem field {name} must be true or false, got {v!r}")
         if self.hq % self.hkv:
             raise ValueError(f"problem hq={self.hq} must be a multiple of hkv={self.hkv}")
         if self.head_dim > 256:

@@ -24,12 +24,23 @@ def test_gqa_group_is_query_heads_per_kv_head():
         (dict(batch=0), "batch"),
         (dict(dtype="int8"), "dtype"),
         (dict(varlen=True, seqlen_k=64), "varlen"),
+        (dict(causal="maybe"), "causal must be true or false, got 'maybe'"),
+        (dict(varlen=1), "varlen must be true or false"),
     ],
 )
 def test_invalid_problems(fields, match):
     base = dict(batch=1, hq=4, hkv=4, seqlen_q=32, seqlen_k=32, head_dim=64, causal=False)
     with pytest.raises(ValueError, match=match):
         Problem(**{**base, **fields})
+
+
+def test_a_table_rows_numpy_flags_are_plain_bools():
+    import numpy as np
+
+    p = Problem(batch=1, hq=4, hkv=4, seqlen_q=32, seqlen_k=32, head_dim=64, causal=np.bool_(True),
+                varlen=np.bool_(False))
+    assert type(p.causal) is bool and type(p.varlen) is bool
+    assert p == Problem.from_key(p.key) and p.key.endswith("-causal-bfloat16")
 
 
 def test_bad_key_and_unknown_field():
