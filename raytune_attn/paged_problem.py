@@ -101,7 +101,7 @@ class SeqGroup:
 
     def check(self, where: str) -> None:
         if isinstance(self.count, bool) or not isinstance(self.count, int) or self.count < 1:
-            raise ValueError(f"{where}: num_seqs must be a positive integer, got {self.count!r}")
+            raise ValueError(f"{where}num_seqs must be a positive integer, got {self.count!r}")
         self.q_len.check(f"{where}q_len")
         self.context.check(f"{where}context")
         for name, spec in (("q_len", self.q_len), ("context", self.context)):

@@ -102,6 +102,9 @@ def test_paged_entry_forms():
     ({"num_seqs": 1, "q_len": 1, "context": 8, "mix": []}, "either mix or"),
     ({"mix": [{"num_seqs": 1, "q_len": 1}]}, r"mix\[0\]: a group needs"),
     ({"num_seqs": 2, "q_len": 1, "context": 8, "hkv": 3}, "multiple of hkv"),
+    ({"num_seqs": 0, "q_len": 1, "context": 8}, r"^p.yaml: problems\[1\]: num_seqs must be a positive integer, got 0$"),
+    ({"mix": [{"num_seqs": 1, "q_len": 1, "context": 8}, {"num_seqs": 2.5, "q_len": 1, "context": 8}]},
+     r"problems\[1\]: groups\[1\]: num_seqs must be a positive integer, got 2.5$"),
 ])
 def test_paged_errors_name_the_entry(entry, match):
     doc = {"schema_version": 1, "defaults": {"kind": "paged", "hq": 4, "hkv": 2, "head_dim": 64, "block_size": 16},
