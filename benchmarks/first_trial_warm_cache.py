@@ -116,12 +116,12 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from raytune_attn.problem import Problem
-    from raytune_attn.tune.measure import cross_compile
+    from raytune_attn.tune.measure import targets
 
     if a.target is None and not torch.cuda.is_available():
         print("error: no GPU here: name the warming leg's --target (e.g. cuda:80)", file=sys.stderr)
         return 2
-    target = cross_compile.parse_target(a.target) if a.target else cross_compile.local_target()
+    target = targets.parse_target(a.target) if a.target else targets.local_target()
     problem = Problem.from_dict(a.problem)
     configs = pick_configs(a.space, problem, target.prefilter_arch, a.configs, a.seed)
     if not configs:

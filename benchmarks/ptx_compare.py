@@ -6,8 +6,9 @@ without its line markers and debug sections.
 
 When two measurements of a cell differ across runs and the PTX is the same, the kernel did not change there: the
 difference is the run's (machine, clocks, the search's pick). Knobs the older tree does not know are dropped from
-its configs and named. The older tree gets this tree's `cross_compile.py` when it has none (its launcher and
-`Problem` are its own). Each tree compiles in its own process with its own Triton cache.
+its configs and named. The older tree gets this tree's `target_build.py` and `targets.py` when it has neither those
+nor the `cross_compile.py` that held them before (its launcher and `Problem` are its own). Each tree compiles in its
+own process with its own Triton cache.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-_CROSS = Path("raytune_attn/tune/measure/cross_compile.py")
+_MEASURE = Path("raytune_attn/tune/measure")
+_BUILD = ("target_build.py", "targets.py")  # the builder, split out of cross_compile.py
 # Lines that name source positions or hold the debug sections: they move with any edit of the file.
 _NOISE = re.compile(r"^\s*(\.loc|\.file|\.b8|\.b16|\.b32|\.b64)\b|info_string")
 
@@ -39,7 +41,11 @@ def code_of(ptx: str) -> str:
 def _worker(target_name: str, summaries: list[str], out: str) -> None:
     from raytune_attn.config import default_config
     from raytune_attn.problem import Problem
-    from raytune_attn.tune.measure.cross_compile import compile_kernel, parse_target
+    try:
+        from raytune_attn.tune.measure.target_build import compile_kernel
+        from raytune_attn.tune.measure.targets import parse_target
+    except ImportError:  # a tree from before the split
+        from raytune_attn.tune.measure.cross_compile import compile_kernel, parse_target
 
     target, known = parse_target(target_name), set(default_config(128))
     rows = {}
@@ -71,7 +77,7 @@ def check_inputs(rev: str, target: str, summaries: list[str]) -> None:
     """Refuse an unknown revision or target, or a file that is not a sweep's summary (or names a problem key that
     is none), before any worktree or compile."""
     from raytune_attn.problem import Problem
-    from raytune_attn.tune.measure.cross_compile import CrossCompileError, parse_target
+    from raytune_attn.tune.measure.targets import CrossCompileError, parse_target
 
     known = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "-q", f"{rev}^{{commit}}"],
                            capture_output=True)  # fmt: skip
@@ -98,8 +104,9 @@ def compare(rev: str, target: str, summaries: list[str]) -> list[dict]:
         old_tree = tmp / "old"
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(old_tree), rev], check=True)
         try:
-            if not (old_tree / _CROSS).exists():
-                shutil.copy(ROOT / _CROSS, old_tree / _CROSS)
+            if not any((old_tree / _MEASURE / name).exists() for name in ("cross_compile.py", _BUILD[0])):
+                for name in _BUILD:
+                    shutil.copy(ROOT / _MEASURE / name, old_tree / _MEASURE / name)
             new = _run_in(ROOT, target, summaries, tmp, "new")
             old = _run_in(old_tree, target, summaries, tmp, "old")
         finally:

@@ -7,7 +7,7 @@ change before it costs device time (the GPU machines run Triton 3.6: install tha
         '{"BLOCK_M": 128, "BLOCK_N": 128, "num_warps": 4, "num_stages": 2, "USE_TMA": true, ...}' [--ir DIR]
 
 The launch is the one `flash_attn_fwd` makes for a dense contiguous problem of issue 7's grid (B = 16384 / S,
-H = 2048 / D), built and specialized by `raytune_attn.tune.measure.cross_compile` (the launcher's own arguments,
+H = 2048 / D), built and specialized by `raytune_attn.tune.measure.target_build` (the launcher's own arguments,
 Triton's own binder) and compiled for `--target` (default cuda:90). One line of JSON a config; `--ir DIR` also
 writes its TTGIR and PTX there.
 """
@@ -27,7 +27,8 @@ os.environ.pop("TRITON_INTERPRET", None)  # before Triton loads: the interpreter
 
 from raytune_attn.config import InvalidConfig, default_config, validate_config  # noqa: E402
 from raytune_attn.problem import Problem  # noqa: E402
-from raytune_attn.tune.measure import cross_compile as cc  # noqa: E402
+from raytune_attn.tune.measure import target_build as tb  # noqa: E402
+from raytune_attn.tune.measure.targets import TARGETS, parse_target  # noqa: E402
 
 WIDTH = 2048  # H * D of issue 7's grid (the batch, 16384 / S, is a run-time value: it changes no binary)
 DTYPES = ("bfloat16", "float16")
@@ -36,18 +37,18 @@ DTYPES = ("bfloat16", "float16")
 def compile_one(dim: int, seq: int, causal: bool, dtype: str, knobs: dict, ir: Path | None,
                 target: str = "cuda:90") -> dict:
     """One config's compile report (an `error` entry where Triton refused it)."""
-    tgt = cc.parse_target(target)
+    tgt = parse_target(target)
     config = validate_config({**default_config(dim), **knobs}, head_dim=dim, vendor="nvidia")
     problem = Problem(batch=max(1, 16384 // seq), hq=WIDTH // dim, hkv=WIDTH // dim, seqlen_q=seq, seqlen_k=seq,
                       head_dim=dim, causal=causal, dtype=dtype)
     row = {"dim": dim, "seq": seq, "causal": causal, "config": knobs}
     try:
-        compiled = cc.compile_kernel(tgt, problem, config)
+        compiled = tb.compile_kernel(tgt, problem, config)
     except Exception as e:  # noqa: BLE001 - a compile failure is the answer for this config
-        row["error"] = cc.compiler_message(e)
+        row["error"] = tb.compiler_message(e)
         return row
     ttgir, ptx = compiled.asm["ttgir"], compiled.asm["ptx"]
-    res = cc.nvidia_resources(compiled.asm["cubin"])
+    res = tb.nvidia_resources(compiled.asm["cubin"])
     row.update(shared=compiled.metadata.shared, num_warps=compiled.metadata.num_warps,
                warp_specialized="ttg.warp_specialize" in ttgir,
                # Places in the PTX that build a descriptor, not how often they run: the TTGIR shows whether each
@@ -72,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq", type=int, required=True)
     ap.add_argument("--causal", action="store_true")
     ap.add_argument("--dtype", default="bfloat16", choices=DTYPES)
-    ap.add_argument("--target", default="cuda:90", choices=[t for t in cc.TARGETS if t.startswith("cuda")])
+    ap.add_argument("--target", default="cuda:90", choices=[t for t in TARGETS if t.startswith("cuda")])
     ap.add_argument("--ir", type=Path, help="write each config's TTGIR and PTX here")
     ap.add_argument("configs", nargs="+", type=json.loads, help="configs as JSON objects (the rest: defaults)")
     a = ap.parse_args(argv)

@@ -49,12 +49,12 @@ def _allocation_passes(pm, target, options) -> None:
 
 
 def shared_bytes(target, problem, config: dict) -> int:
-    """Bytes of shared memory Triton allots `config` (validated) on `problem` for `target` (a cross_compile
-    Target): the launch specialized as `cross_compile` does, lowered to TTGIR, then allocated."""
+    """Bytes of shared memory Triton allots `config` (validated) on `problem` for `target` (a targets
+    Target): the launch specialized as `target_build` does, lowered to TTGIR, then allocated."""
     from triton._C.libtriton import ir
     from triton.compiler import ASTSource, make_backend
 
-    from raytune_attn.tune.measure.cross_compile import launch_spec, specialize
+    from raytune_attn.tune.measure.target_build import launch_spec, specialize
 
     kernel, args, kwargs = launch_spec(problem, config, target.backend)
     signature, constexprs, attrs, opts = specialize(kernel, args, kwargs, target)
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import pandas as pd
 
-    from raytune_attn.tune.measure.cross_compile import parse_target
+    from raytune_attn.tune.measure.targets import parse_target
     from raytune_attn.tune.search.space import load_space
 
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")

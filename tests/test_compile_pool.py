@@ -75,7 +75,9 @@ def test_pool_compiles_for_a_named_target_the_binary_the_launcher_launches(tmp_p
     real problem (keys in whole 128-key blocks, where a shrunken twin had a ragged one), with the resources the
     cross-compiler reads from that binary, into the shared cache, where the cross-compiler's compile of the same
     launch then finds it (no new entry); a config whose shared memory cannot fit is refused before compiling."""
+    from raytune_attn.config import validate_config
     from raytune_attn.tune.measure import cross_compile as cc
+    from raytune_attn.tune.measure.target_build import launch_spec
 
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
     problem = Problem(batch=2, hq=4, hkv=4, seqlen_q=4096, seqlen_k=4096, head_dim=32, causal=False)
@@ -86,12 +88,12 @@ def test_pool_compiles_for_a_named_target_the_binary_the_launcher_launches(tmp_p
     assert big.status == "invalid" and "shared memory" in big.reason
     assert ok.status == "ok", ok.reason
     warmed = _cache_entries(tmp_path)
-    full = cc.validate_config(config, head_dim=problem.head_dim, vendor="nvidia")
+    full = validate_config(config, head_dim=problem.head_dim, vendor="nvidia")
     [row] = cc.cross_compile(_one_config_space(config), "cuda:80", [problem], workers=1, timeout_s=1800)
     assert row["status"] == "compiled" and _cache_entries(tmp_path) == warmed
     assert (ok.shared_bytes, ok.n_regs) == (row["shared_bytes"], row["registers"])
     assert ok.n_spills == row["local_bytes"] // 4
-    _, _, kwargs = cc.launch_spec(problem, full, "cuda")
+    _, _, kwargs = launch_spec(problem, full, "cuda")
     assert kwargs["EVEN_K"] == (problem.seqlen_k % config["BLOCK_N"] == 0)
 
 
@@ -122,7 +124,7 @@ def test_paged_configs_go_through_the_paged_kernels_compile(monkeypatch):
     kernel's launch spec, which has knobs a paged config lacks), validated by the paged rules: a bad knob is
     invalid naming it (for a target named for other nodes: the next test)."""
     from raytune_attn.tune.measure import compile_pool, paged_workload
-    from raytune_attn.tune.measure.cross_compile import TARGETS
+    from raytune_attn.tune.measure.targets import TARGETS
     from raytune_attn.tune.sweep.problems import load_problems
 
     paged = load_problems("cpu_paged_smoke")[0]

@@ -5,7 +5,7 @@ configs idles most of the time. Worker processes (one per CPU core by default) c
 launching them, so they never disturb timings on the GPU; the benchmarking process then finds each binary in
 the shared TRITON_CACHE_DIR. A compile over the time limit is killed with its worker and reported invalid.
 
-What a worker compiles is the binary the launcher launches on the real problem (`cross_compile.compile_kernel`:
+What a worker compiles is the binary the launcher launches on the real problem (`target_build.compile_kernel`:
 the launcher's own arguments on shape-only tensors, no memory), so the cache entry is the one the GPU looks up,
 whatever the problem's size. It compiles for this node's GPU, or for a `target` named by the cluster (a
 cross_compile target such as "cuda:90" or "hip:gfx942"): a CPU-only node then warms the cache for GPU workers of
@@ -106,15 +106,15 @@ def _worker(conn, device: str, target_name: str | None):
     warnings.filterwarnings("ignore", message=".*TRITON_DEFAULT_FP_FUSION.*")
     target = None
     if target_name is not None or device != "cpu":
-        from raytune_attn.tune.measure import cross_compile
+        from raytune_attn.tune.measure import targets
 
         if target_name is not None:
-            target = cross_compile.parse_target(target_name)
+            target = targets.parse_target(target_name)
         else:
             import torch
 
             torch.empty(1, device=device)  # the CUDA context now, while the pool starts, not at the first compile
-            target = cross_compile.local_target(torch.cuda.current_device())
+            target = targets.local_target(torch.cuda.current_device())
     else:
         from raytune_attn.tune.measure import workload  # noqa: F401 - torch and the launcher, before the clock
     time.sleep(float(os.environ.get("RAYTUNE_ATTN_WORKER_START_S", "0")))  # test hook: a slow start
@@ -129,7 +129,7 @@ def _worker(conn, device: str, target_name: str | None):
 
 def _compile(problem: Problem, config: dict, target, load: bool) -> tuple:
     """(status, reason, seconds, registers, spills, shared bytes) of one compile. On a GPU (`target`): the binary
-    the launcher launches for `problem` (cross_compile.compile_kernel, no tensors), loaded where `load` (this
+    the launcher launches for `problem` (target_build.compile_kernel, no tensors), loaded where `load` (this
     node's GPU: load-time limits surface, and the driver counts registers) or read from its metadata (a target
     named for other nodes). `target` None: the interpreter, which compiles nothing; the launcher validates."""
     from raytune_attn.config import InvalidConfig
@@ -155,7 +155,7 @@ def _compile_for(problem: Problem, config: dict, target, load: bool, t0: float) 
 
     from raytune_attn import validation
     from raytune_attn.config import InvalidConfig
-    from raytune_attn.tune.measure import cross_compile
+    from raytune_attn.tune.measure import target_build
 
     if getattr(problem, "kind", None) == "paged":  # judged by the paged kernel's rules, whatever knobs it names
         cfg = validation.check_paged(config, head_dim=problem.head_dim, group=problem.gqa_group,
@@ -166,29 +166,29 @@ def _compile_for(problem: Problem, config: dict, target, load: bool, t0: float) 
         cfg = validation.check(config, head_dim=problem.head_dim, vendor=target.vendor, arch=target.prefilter_arch,
                                dtype=problem.dtype)
     try:
-        compiled = cross_compile.compile_kernel(target, problem, cfg)
-        overflow = cross_compile.out_of_shared_memory(int(compiled.metadata.shared), target)
+        compiled = target_build.compile_kernel(target, problem, cfg)
+        overflow = target_build.out_of_shared_memory(int(compiled.metadata.shared), target)
         if overflow:
             raise InvalidConfig(f"out of resources: {overflow}")
         if load:
             compiled._init_handles()  # as the launcher's first call would: load-time limits surface here
             regs, spills = compiled.n_regs, compiled.n_spills
         else:
-            res = cross_compile.binary_resources(compiled, target)
+            res = target_build.binary_resources(compiled, target)
             regs = res["registers"]
             spills = res.get("vgpr_spills") if target.backend == "hip" else (res["local_bytes"] or 0) // 4
     except (triton.runtime.errors.OutOfResources, triton.compiler.errors.CompilationError,
             subprocess.CalledProcessError, RuntimeError) as e:
         # What the launcher turns into InvalidConfig too: resources, the front end, the assembler, and an MLIR
         # pass that gives up on the config (a bare RuntimeError).
-        raise InvalidConfig(f"compile error: {cross_compile.compiler_message(e)}") from e
+        raise InvalidConfig(f"compile error: {target_build.compiler_message(e)}") from e
     return "ok", "", time.perf_counter() - t0, regs, spills, int(compiled.metadata.shared)
 
 
 def _compile_paged(problem, config: dict, t0: float) -> tuple:
     """A paged config's binaries built and loaded on this node's GPU (paged_workload.compile_paged, the launcher's
     own warm-up on a small twin problem); InvalidConfig as the launcher raises it. (For a target named for other
-    nodes the cross-compiler builds them: cross_compile.paged_launch_specs.)"""
+    nodes the cross-compiler builds them: target_build.paged_launch_specs.)"""
     from raytune_attn.tune.measure.paged_workload import compile_paged
 
     compiled = compile_paged(problem, config, device="cuda")
