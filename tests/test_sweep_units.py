@@ -906,6 +906,25 @@ def test_no_priors_and_warm_start_reach_the_searchers(tmp_path, monkeypatch):
     assert not (tmp_path / "o").exists()  # planning writes nothing
 
 
+def test_a_sweeps_own_export_is_a_warm_start(tmp_path):
+    """`tune --warm-start` on another sweep's trials.parquet: its rows leave the knobs their space did not vary
+    empty, and the plan takes it (it refused every such table before: no row recorded all of the knobs)."""
+    from raytune_attn.problem import Problem
+    from raytune_attn.tune import results
+    from raytune_attn.tune.sweep.plan import make_plan
+    from raytune_attn.tune.sweep.run import searcher_options
+
+    p = Problem(batch=1, hq=2, hkv=2, seqlen_q=64, seqlen_k=64, head_dim=32, causal=True, dtype="float32")
+    rows = [results.trial_row(p.to_dict(), {"BLOCK_M": m, "BLOCK_N": 16}, {"status": "ok", "tflops": float(m),
+                                                                          "latency_ms": 1.0, "rung": 1},
+                              {"vendor": "cpu", "arch": "interpreter", "accelerator_type": "CPU"},
+                              trial_id=f"t{m}", sweep_id="s") for m in (16, 32)]
+    path = results.write_file(rows, tmp_path / "trials.parquet")
+    plan = make_plan(SweepConfig(out=str(tmp_path / "o"), warm_start=str(path)))
+    opts = searcher_options(plan, load_space("cpu/interpreter"))
+    assert [(c["BLOCK_M"], c["BLOCK_N"], score) for c, score in opts["warm_start"]] == [(32, 16, 1.0), (16, 16, 0.5)]
+
+
 def test_default_budget_is_larger_without_priors_and_an_explicit_one_stands(tmp_path):
     """--no-priors without --budget gives each search 75 trials on a GPU, where the priors' default is 40; a given
     --budget is kept either way, and the interpreter's small default does not grow."""

@@ -76,6 +76,37 @@ def test_a_kernel_knob_the_table_never_recorded_ran_at_its_default():
         assert s == {(64, 4): 1.0, (128, 8): 0.5, (64, 2): 0.25, (32, 4): None}[(c["BLOCK_M"], c["num_warps"])]
 
 
+def test_a_sweeps_export_warm_starts_with_the_knobs_its_rows_left_empty_at_their_defaults(tmp_path):
+    """A sweep's table has a column for every knob, empty where a row's space did not vary it (the interpreter
+    space's trials leave USE_TMA, maxnreg, ... empty, an NVIDIA sweep the AMD options): those rows ran at the
+    default, and a knob no row records stays open. `tune --warm-start` checks a table against every knob."""
+    from raytune_attn.config import KNOBS
+    from raytune_attn.problem import Problem
+    from raytune_attn.tune import results
+
+    P_SMALL = Problem(batch=1, hq=2, hkv=2, seqlen_q=64, seqlen_k=64, head_dim=64, causal=True, dtype="float32")
+    rows = []
+    for i, (m, tf) in enumerate(((16, 2.0), (32, 4.0), (64, None))):
+        cfg = {"BLOCK_M": m, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "PRE_LOAD_V": False, "SPLIT_MASK": True}
+        rows.append(results.trial_row(P_SMALL.to_dict(), cfg, {"status": "ok" if tf else "invalid", "tflops": tf,
+                                                                "latency_ms": 1.0, "rung": 1},
+                                      {"vendor": "nvidia", "arch": "sm90", "accelerator_type": "H100"},
+                                      trial_id=f"t{i}", sweep_id="s"))
+    path = results.write_file(rows, tmp_path / "trials.parquet")
+    assert results.read_frame(path)["USE_TMA"].isna().all()  # the schema's column, empty for these rows
+    scores = prior_scores(path, list(KNOBS))
+    d = default_config(P_SMALL.head_dim)
+    assert [(c["BLOCK_M"], s) for c, s in scores] == [(32, 1.0), (16, 0.5), (64, None)]
+    assert all(c["USE_TMA"] == d["USE_TMA"] and c["maxnreg"] == d["maxnreg"] for c, _ in scores)
+    assert all("waves_per_eu" not in c and "kpack" not in c for c, _ in scores)  # no default, no row: open
+    space = load_space("nvidia/sm90")
+    cands = list(space.configs())
+    recorded = {"BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "PRE_LOAD_V": False, "SPLIT_MASK": True}
+    want = [i for i, c in enumerate(cands) if c["BLOCK_M"] in (16, 32, 64) and all(
+        c[k] == recorded.get(k, d[k]) for k in space.names if k != "BLOCK_M")]
+    assert want and sorted(i for i, _ in in_space(prior_scores(path, space.names), cands)) == want
+
+
 def test_the_default_follows_each_rows_head_dim_and_other_knobs_stay_open():
     table = _table().assign(head_dim=[64, 64, 64, 64, 256, 256, 256, 256, 64])
     scores = prior_scores(table, ["BLOCK_M", "num_warps", "BLOCK_N", "order"])

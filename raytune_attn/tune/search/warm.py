@@ -70,10 +70,12 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
     table = "the warm-start table" if isinstance(source, pd.DataFrame) else f"--warm-start {source}:"
     if "kind" in df.columns:  # a sweep's table: its trials and final re-measures, not the SDPA baselines
         df = df[df["kind"].astype(str) != "baseline"]
-    if not any(k in df.columns for k in knobs):
+    if not any(k in df.columns and df[k].notna().any() for k in knobs):
         raise WarmStartError(f"{table} has none of the knob columns {sorted(knobs)}")
     df = ran_with(df, knobs)
-    have = [k for k in knobs if k in df.columns]
+    # A column no row records (a sweep's schema holds every knob; an NVIDIA sweep leaves the AMD ones empty) says
+    # nothing about its knob: left open, as a column the table lacks.
+    have = [k for k in knobs if k in df.columns and df[k].notna().any()]
     if objective not in df.columns:
         raise WarmStartError(f"{table} has no {objective!r} column")
     y = pd.to_numeric(df[objective], errors="coerce").astype(float)
@@ -84,8 +86,12 @@ def prior_scores(source: str | Path | pd.DataFrame, knobs: Sequence[str], *, obj
         raise WarmStartError(f"{table} has no successful row")
     frame = df[have].copy()
     frame = frame[frame.notna().all(axis=1)]
+    if frame.empty:  # every row leaves some knob without a default empty (an AMD compiler option, say)
+        raise WarmStartError(f"{table} has no row that records all of {have}")
     groups = [c for c in GROUP_COLUMNS if c in df.columns]
-    keys = df.loc[frame.index, groups].astype(str).agg("|".join, axis=1) if groups else pd.Series("", frame.index)
+    # An empty cell (a row without its GPU's id) joins as "", not as a missing value the join cannot take.
+    keys = (df.loc[frame.index, groups].astype(object).fillna("").astype(str).agg("|".join, axis=1) if groups
+            else pd.Series("", frame.index))
     val = y.where(ok).loc[frame.index]
     best = val.groupby(keys).transform("max" if mode == "max" else "min")
     frame["__rel"] = (val / best) if mode == "max" else (best / val)
@@ -146,17 +152,20 @@ def _group_log_weights(df: pd.DataFrame, keys: pd.Series, problem: Any) -> dict[
 
 
 def ran_with(df: pd.DataFrame, knobs: Sequence[str]) -> pd.DataFrame:
-    """`df` with a column for each kernel knob of `knobs` that it lacks, holding the value each row ran with: the
-    kernel's default for the row's head dim (128 where the table has none). A table that never varied a knob (an
-    older space, a smaller one) measured its default, not every value this space lists. Knobs without a default
-    in `default_config` (the AMD compiler's options, left to the compiler) are not filled."""
-    missing = [k for k in knobs if k in KNOBS and k in default_config() and k not in df.columns]
+    """`df` with the value each row ran with for every kernel knob of `knobs` it does not record (no column, or an
+    empty cell: a sweep's rows hold only their space's knobs): the kernel's default for the row's head dim (128
+    where the table has none). A table that never varied a knob (an older space, a smaller one) measured its
+    default, not every value this space lists. Knobs without a default in `default_config` (the AMD compiler's
+    options, left to the compiler) are not filled."""
+    missing = [k for k in knobs if k in KNOBS and k in default_config()
+               and (k not in df.columns or df[k].isna().any())]
     if not missing:
         return df
     dims = pd.to_numeric(df["head_dim"], errors="coerce") if "head_dim" in df.columns else pd.Series(128, df.index)
     dims = dims.fillna(128).astype(int)
     defaults = {int(d): default_config(int(d)) for d in dims.unique()}
-    return df.assign(**{k: [defaults[d][k] for d in dims] for k in missing})
+    ran = {k: pd.Series([defaults[d][k] for d in dims], index=df.index) for k in missing}
+    return df.assign(**{k: ran[k] if k not in df.columns else df[k].where(df[k].notna(), ran[k]) for k in missing})
 
 
 def in_space(scores: Sequence[tuple[Mapping[str, Any], float | None]],
