@@ -72,6 +72,15 @@ def test_a_sweeps_own_trials_export_replays():
     assert land.values[tuple(stopped[n] for n in land.space.names)] == pytest.approx(stopped.tflops)
 
 
+def test_a_sweeps_directory_replays_as_its_trials_file(tmp_path):
+    path = Path(__file__).parents[1] / "docs/benchmarks/h100/llama_search/nopriors-cold10/trials.parquet"
+    (tmp_path / "sweep").mkdir()
+    (tmp_path / "sweep" / "trials.parquet").write_bytes(path.read_bytes())
+    select = {"problem_key": "varlen-b1-hq32-hkv8-sq1024-sk1024-d128-causal-bfloat16"}
+    from_dir, from_file = load_landscape(tmp_path / "sweep", select=select), load_landscape(path, select=select)
+    assert from_dir.space.names == from_file.space.names and from_dir.values == from_file.values
+
+
 def test_table_errors():
     df = pd.DataFrame({"BLOCK_M": [16, 32], "tflops": [1.0, 2.0], "problem_key": ["a", "b"]})
     with pytest.raises(ValueError, match=r"2 values of 'problem_key' \(a, b\); pick one with --select problem_key"):

@@ -208,7 +208,8 @@ def space_compile_cmd(
 
 @app.command("replay")
 def replay_cmd(
-    landscape: str = typer.Option(..., "--landscape", help="Parquet file: one row per config (or per trial)."),
+    landscape: str = typer.Option(..., "--landscape", help="Parquet file (one row per config or per trial) or a "
+                                  "sweep's directory."),
     searcher: list[str] = typer.Option(None, "--searcher", help="gp, random, grid or tpe (Optuna; repeatable; "
                                        "default gp, random)."),
     budget: int = typer.Option(40, "--budget", help="Evaluations per run."),

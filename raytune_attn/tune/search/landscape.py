@@ -93,16 +93,17 @@ def _native(v):
 
 
 def read_table(source: str | Path | pd.DataFrame, *, select: Mapping[str, str] | None = None) -> pd.DataFrame:
-    """Read a Parquet file (or take a frame), strip `config/` prefixes, keep rows matching `select` (col=value)."""
+    """Read a Parquet file or a sweep's directory (or take a frame), strip `config/` prefixes, keep rows matching
+    `select` (col=value)."""
     if isinstance(source, pd.DataFrame):
         df = source.copy()
     else:
         p = Path(source)
         if not p.exists():
             raise FileNotFoundError(f"no such landscape file: {p}")
-        from raytune_attn.tune.results import read_frame
+        from raytune_attn.tune.results import read_frame, read_trials
 
-        df = read_frame(p)
+        df = read_trials(p) if p.is_dir() else read_frame(p)
     df.columns = [c[len("config/") :] if isinstance(c, str) and c.startswith("config/") else c for c in df.columns]
     for col, want in (select or {}).items():
         if col not in df.columns:
