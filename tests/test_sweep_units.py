@@ -246,17 +246,22 @@ def test_resume_takes_every_saved_setting_but_where_it_runs_from_its_command_lin
     out.mkdir(mode=0o755)
     store = f"sqlite:///{tmp_path / 't.db'}"
     # `rungs` as the flag's text without `rungs_ms` (an earlier writer), and a flag this version does not know.
-    saved = {"searcher": "random", "budget": 7, "rungs": "5,10", "seed": 3, "address": "x:1", "tracking_uri": store,
+    import socket
+
+    cluster = socket.create_server(("127.0.0.1", 0))  # the saved --address answers, as the plan checks
+    address = f"127.0.0.1:{cluster.getsockname()[1]}"
+    saved = {"searcher": "random", "budget": 7, "rungs": "5,10", "seed": 3, "address": address, "tracking_uri": store,
              "unknown_flag_of_an_old_version": 1}
     write_doc(out / "sweep.json", {"name": "old", "args": saved})
     c = make_plan(SweepConfig(resume=True, out=str(out), budget=99)).config
     assert (c.searcher, c.budget, c.rungs_ms, c.seed) == ("random", 7, (5.0, 10.0), 3)
-    assert c.address == "x:1" and c.tracking_uri == store and not c.no_mlflow and c.resume and c.name == "old"
+    assert c.address == address and c.tracking_uri == store and not c.no_mlflow and c.resume and c.name == "old"
     assert make_plan(SweepConfig(resume=True, out=str(out), address="local")).config.address == "local"
     assert make_plan(SweepConfig(resume=True, out=str(out), tracking_uri="sqlite:///t.db")).config.tracking_uri == store
     for other in ({"tracking_uri": "sqlite:///elsewhere.db"}, {"no_mlflow": True}):
         with pytest.raises(SweepUsageError, match=f"logs to {store}"):
             make_plan(SweepConfig(resume=True, out=str(out), **other))
+    cluster.close()
 
 
 def test_tracking_uri_form():
@@ -923,6 +928,20 @@ def test_a_sweeps_own_export_is_a_warm_start(tmp_path):
     plan = make_plan(SweepConfig(out=str(tmp_path / "o"), warm_start=str(path)))
     opts = searcher_options(plan, load_space("cpu/interpreter"))
     assert [(c["BLOCK_M"], c["BLOCK_N"], score) for c, score in opts["warm_start"]] == [(32, 16, 1.0), (16, 16, 0.5)]
+
+
+def test_an_address_where_no_cluster_answers_is_refused_before_anything_is_written(tmp_path):
+    """ray.init waits minutes on a closed port: the plan probes the address first (a TCP connect, 5 s at most)."""
+    import socket
+
+    from raytune_attn.tune.sweep.plan import make_plan
+
+    with socket.socket() as s:  # a port nothing listens on once this closes
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(SweepUsageError, match=f"--address 127.0.0.1:{port}: not running .*unreachable"):
+        make_plan(SweepConfig(out=str(tmp_path / "o"), address=f"127.0.0.1:{port}"))
+    assert not (tmp_path / "o").exists()
 
 
 def test_default_budget_is_larger_without_priors_and_an_explicit_one_stands(tmp_path):

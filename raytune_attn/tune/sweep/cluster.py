@@ -9,6 +9,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+from raytune_attn.tune.sweep.config import SweepUsageError
 from raytune_attn.tune.sweep.plan import Plan
 
 log = logging.getLogger(__name__)
@@ -71,7 +72,10 @@ def ray_session(plan: Plan):
 
     c = plan.config
     if c.address:
-        ray.init(address=c.address, namespace=plan.namespace, log_to_driver=False)
+        try:
+            ray.init(address=c.address, namespace=plan.namespace, log_to_driver=False)
+        except ConnectionError as e:  # a port that accepts but is not Ray's (the plan checked that one answers)
+            raise SweepUsageError(f"--address {c.address}: {e}") from None
     else:
         ray.init(address="local", num_cpus=c.num_cpus, namespace=plan.namespace, include_dashboard=False,
                  log_to_driver=False)

@@ -27,6 +27,7 @@ from raytune_attn.tune.tracking_uri import absolute
 
 log = logging.getLogger(__name__)
 DEFAULT_PROBLEMS = {False: "standard", True: "cpu_smoke"}  # with a GPU in the cluster / without
+_CLUSTER_PROBE_S = 5.0  # seconds a cluster named by --address has to accept a connection
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ def make_plan(config: SweepConfig) -> Plan:
         config, name = _resumed(config, out)
         prior = _prior(out)
     _check_out(out, name, config.resume)
+    _check_cluster(config.address)
     if config.warm_start and not config.resume:  # kept absolute in sweep.json: a resume may run elsewhere
         config = dataclasses.replace(config, warm_start=str(Path(config.warm_start).expanduser().resolve()))
     return Plan(config=config, name=name, out=out, problems=_problem_sets(config.problems),
@@ -153,6 +155,18 @@ def _problem_sets(path: str | None) -> dict:
         given = tuple(load_problems(path))
         return {False: given, True: given}
     return {cpu: tuple(load_problems(name)) for cpu, name in DEFAULT_PROBLEMS.items()}
+
+
+def _check_cluster(address: str | None) -> None:
+    """A cluster `--address` names must answer before the sweep writes anything: ray.init would raise a traceback for
+    `auto` with none running, and wait minutes on a closed port."""
+    if address in (None, "local"):
+        return
+    from raytune_attn.tune.doctor import ray_cluster
+
+    found = ray_cluster(address, timeout=_CLUSTER_PROBE_S, connect=False)
+    if not found["reachable"]:
+        raise SweepUsageError(f"--address {address}: {found['status']}")
 
 
 def _warm(path: str | None):
