@@ -360,10 +360,11 @@ def report(
         df = results.of_type(df, accelerator_type, results_path)
     if problem:
         keys = df["problem_key"].fillna("")
-        if not keys.str.contains(problem, regex=False).any():
+        matches = keys.str.contains(problem, regex=False)
+        if not matches.any():
             raise ValueError(f"--problem {problem}: in none of the {keys.nunique()} problem keys of {results_path}"
                              + (f" of type {accelerator_type}" if accelerator_type else ""))
-        df = df[keys.str.contains(problem, regex=False)]
+        df = df[matches]
     summaries = summarize(df)
     if fmt == "json":
         text = json.dumps([s.to_dict() for s in summaries], indent=2, sort_keys=True)
