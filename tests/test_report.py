@@ -116,3 +116,32 @@ def test_report_cli(trials_file, tmp_path, capsys):
     assert len(err.strip().splitlines()) == 1 and "x.parquet" in err
     assert cli.main(["report", str(trials_file), "--format", "markdown", "--no-plots"]) == 0
     assert capsys.readouterr().out.startswith("| accelerator |")
+
+
+def test_every_knob_has_a_label_and_every_config_renders():
+    """The short form names every knob the kernels take: a paged winner (NUM_SEGMENTS) or a space that searches
+    LPT_GROUP / BAND_LAUNCH once made the report's table raise KeyError."""
+    from raytune_attn.config import KNOBS
+
+    assert set(report.KNOB_LABELS) == set(KNOBS)
+    assert len(set(report.KNOB_LABELS.values())) == len(KNOBS)  # no two knobs read alike
+    assert report.config_str({"BLOCK_M": 16, "BLOCK_N": 64, "NUM_SEGMENTS": 8, "num_warps": 4, "num_stages": 2},
+                             short=True) == "M16 N64 w4 s2 seg8"
+    assert report.config_str({"BLOCK_M": 128, "PERSISTENT": True, "LPT_GROUP": 4, "BAND_LAUNCH": False},
+                             short=True) == "M128 pers lpt4"
+
+
+def test_report_of_a_paged_sweep(tmp_path):
+    from raytune_attn.paged_problem import PagedProblem
+
+    problem = PagedProblem.from_key("paged-n2q1k17~40-bs16-hq2-hkv1-d16-float32-seed0")
+    config = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1}
+    rows = [results.trial_row(problem, {**config, "NUM_SEGMENTS": segments},
+                              {"status": "ok", "tflops": tflops, "latency_ms": 1 / tflops, "timestamp": 1_700_000_000},
+                              prov("H100"), sweep_id="s", trial_id=f"t{segments}", searcher="gp", seed=0)
+            for segments, tflops in ((1, 2.0), (2, 3.0), (4, 2.5))]
+    path = tmp_path / "trials.parquet"
+    results.write_file(rows, path)
+    for fmt, shown in (("table", "seg2"), ("markdown", "NUM_SEGMENTS=2")):
+        r = report.report(path, fmt=fmt, plots=False)
+        assert problem.key in r.text and shown in r.text

@@ -25,11 +25,11 @@ from typing import Any
 from raytune_attn.config import KNOBS
 from raytune_attn.tune import results, winners
 
-# Knob names shortened for the tables and plot labels.
-_SHORT = {"BLOCK_M": "M", "BLOCK_N": "N", "num_warps": "w", "num_stages": "s", "PRE_LOAD_V": "preV",
-          "SPLIT_MASK": "split", "USE_TMA": "tma", "waves_per_eu": "wpe", "matrix_instr_nonkdim": "mfma",
-          "kpack": "kpack", "WARP_SPECIALIZE": "ws", "PERSISTENT": "pers", "REVERSE_M": "rev", "maxnreg": "nreg",
-          "ONE_Q_BUFFER": "1q"}
+# Knob names shortened for the tables and plot labels (and `space compile`'s table): one for every knob of KNOBS.
+KNOB_LABELS = {"BLOCK_M": "M", "BLOCK_N": "N", "num_warps": "w", "num_stages": "s", "PRE_LOAD_V": "preV",
+               "SPLIT_MASK": "split", "USE_TMA": "tma", "waves_per_eu": "wpe", "matrix_instr_nonkdim": "mfma",
+               "kpack": "kpack", "WARP_SPECIALIZE": "ws", "PERSISTENT": "pers", "REVERSE_M": "rev", "maxnreg": "nreg",
+               "ONE_Q_BUFFER": "1q", "NUM_SEGMENTS": "seg", "LPT_GROUP": "lpt", "BAND_LAUNCH": "band"}
 
 
 def _f(v: Any) -> float:
@@ -44,7 +44,8 @@ def config_str(cfg: dict[str, Any], short: bool = False) -> str:
             continue
         v = cfg[k]
         if short:
-            parts.append(_SHORT[k] if v is True else None if v is False else f"{_SHORT[k]}{v}")
+            label = KNOB_LABELS.get(k, k)
+            parts.append(label if v is True else None if v is False else f"{label}{v}")
         else:
             parts.append(f"{k}={v}")
     return " ".join(p for p in parts if p) or "-"

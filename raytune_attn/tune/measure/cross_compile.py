@@ -38,6 +38,7 @@ from raytune_attn.config import InvalidConfig, validate_config
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.target_build import compile_one
 from raytune_attn.tune.measure.targets import CrossCompileError, Target, parse_target
+from raytune_attn.tune.report import KNOB_LABELS
 
 STATUSES = ("compiled", "refused", "failed", "timeout")
 DEFAULT_TIMEOUT_S = 300.0
@@ -271,13 +272,8 @@ def summarize(rows: list[dict]) -> dict:
             "unexpected": sum(r["unexpected"] for r in rows)}
 
 
-_SHORT = {"BLOCK_M": "M", "BLOCK_N": "N", "num_warps": "w", "num_stages": "s", "PRE_LOAD_V": "pv", "SPLIT_MASK": "sm",
-          "USE_TMA": "tma", "WARP_SPECIALIZE": "ws", "PERSISTENT": "pers", "REVERSE_M": "rev", "maxnreg": "reg",
-          "ONE_Q_BUFFER": "q1", "waves_per_eu": "wpe", "matrix_instr_nonkdim": "mfma", "kpack": "kp"}
-
-
 def _short_config(row: dict, names: list[str]) -> str:
-    return " ".join(f"{_SHORT.get(n, n)}{int(row[n]) if isinstance(row[n], bool) else row[n]}" for n in names)
+    return " ".join(f"{KNOB_LABELS.get(n, n)}{int(row[n]) if isinstance(row[n], bool) else row[n]}" for n in names)
 
 
 def _cell(v) -> str:
