@@ -206,6 +206,29 @@ def test_runtime_loads_a_runs_uri(logged, monkeypatch):
         runtime.clear_configs()
 
 
+def test_runtime_loads_a_registered_model_version(logged, monkeypatch):
+    """The registry route of docs/results-schema.md section 4: a model version whose source is the parent run's
+    artifacts, loaded by version and by alias."""
+    import mlflow
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", logged["url"])
+    client = mlflow.MlflowClient(logged["url"])
+    name = f"attn-configs-{logged['parent'][:8]}"
+    client.create_registered_model(name)
+    run = client.get_run(logged["parent"])
+    version = client.create_model_version(name, source=run.info.artifact_uri, run_id=run.info.run_id).version
+    client.set_registered_model_alias(name, "production", version)
+    runtime.clear_configs()
+    try:
+        for uri in (f"models:/{name}/{version}", f"models:/{name}@production"):
+            t = runtime.load_configs(uri)
+            assert t.n_usable == 1 and t.source.endswith("best_configs.json")
+            cfg, how = runtime.lookup(**P.to_dict())
+            assert how == f"exact:{P.key}" and cfg["BLOCK_M"] == 64
+    finally:
+        runtime.clear_configs()
+
+
 def test_log_results_table_second_sweep(logged, tmp_path):
     """A whole results table logged after the fact: one search per (accelerator type, problem)."""
     url = logged["url"]
