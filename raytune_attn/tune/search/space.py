@@ -147,7 +147,8 @@ class SearchSpace:
         width = max(len(n) for n in self.names)
         for p in self.params:
             vals = ", ".join(_fmt(v) for v in p.values)
-            lines.append(f"  {p.name:<{width}}  [{vals}]  ({len(p.values)} values, {p.encoding})")
+            count = f"{len(p.values)} value" + ("s" if len(p.values) != 1 else "")
+            lines.append(f"  {p.name:<{width}}  [{vals}]  ({count}, {p.encoding})")
         lines.append("constraints:" if self.constraints else "constraints: none")
         lines += [f"  {c.expr}" for c in self.constraints]
         lines.append(f"size: {self.size_unconstrained} before constraints, {self.size} after")
