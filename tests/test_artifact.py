@@ -119,6 +119,10 @@ def test_cli_export(results_file, tmp_path, capsys):
     assert capsys.readouterr().err.strip() == (f"raytune-attn: error: --accelerator-type A10: {results_file} has no "
                                                f"rows of it (its types: {', '.join(types)})")
     assert not (tmp_path / "x.json").exists()
+    into = tmp_path / "artifacts"  # an existing directory: the artifact is written in it
+    into.mkdir()
+    assert main(["export", str(results_file), "-o", str(into)]) == 0
+    assert len(artifact.load(into / "best_configs.json")["entries"]) == 3
 
 
 def test_cli_export_user_errors(tmp_path, capsys):

@@ -29,7 +29,8 @@ class UsageError(Exception):
 @app.command("export")
 def export_cmd(
     results_path: str = typer.Argument(..., metavar="RESULTS", help="Trials Parquet file or results directory."),
-    output: str = typer.Option("best_configs.json", "-o", "--output", help="Artifact JSON to write."),
+    output: str = typer.Option("best_configs.json", "-o", "--output",
+                               help="Artifact JSON to write (a directory: best_configs.json in it)."),
     accelerator_type: str = typer.Option(None, "--accelerator-type", help="Keep only this accelerator type."),
 ):
     """Build the best-configs JSON artifact (winning config per accelerator type and problem) from trial results."""
@@ -42,6 +43,8 @@ def export_cmd(
     art = winners.build_artifact(df)
     if not art["entries"]:
         raise UsageError(f"{results_path}: no trial with status ok to export")
+    if Path(output).is_dir():
+        output = str(Path(output) / "best_configs.json")
     artifact.write(art, output)
     print(artifact.summary(art))
     print(f"wrote {output}")
