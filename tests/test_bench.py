@@ -142,10 +142,11 @@ def test_bench_command_runs_the_interpreter_without_a_gpu_by_itself(tmp_path):
     import sys
 
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
-    out = tmp_path / "b.parquet"
+    out = tmp_path / "bench.parquet"
     p = subprocess.run([sys.executable, "-m", "raytune_attn", "bench", "--causal", "causal", "--rep-ms", "1",
-                        "--out", str(out)], env=env, capture_output=True, text=True, timeout=300)
+                        "--out", str(tmp_path)], env=env, capture_output=True, text=True, timeout=300)  # a directory
     assert p.returncode == 0, p.stderr[-2000:]
+    assert out.with_suffix(".md").read_text().startswith("|")
     df = pd.read_parquet(out)
     want = [q for q in bench.tiny_grid() if q.causal]
     assert sorted(df["S"]) == sorted(q.seqlen_q for q in want) and (df["tflops"] > 0).all()

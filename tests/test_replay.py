@@ -121,6 +121,8 @@ def test_replay_cli_json(synthetic_path, tmp_path, capsys):
                           "compile_s_total"}
         assert 1 <= s["evals_to_95"]["median"] <= s["evals_to_98"]["median"] <= 31
         assert s["evals_to_98"]["max"] <= 31
+    assert main([*argv[:-1], str(tmp_path)]) == 0  # --json DIR: its replay.json
+    assert json.loads((tmp_path / "replay.json").read_text()) == doc
 
 
 @pytest.mark.slow

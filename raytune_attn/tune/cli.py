@@ -30,7 +30,7 @@ class UsageError(Exception):
 def export_cmd(
     results_path: str = typer.Argument(..., metavar="RESULTS", help="Trials Parquet file or results directory."),
     output: str = typer.Option("best_configs.json", "-o", "--output",
-                               help="Artifact JSON to write (a directory: best_configs.json in it)."),
+                               help="Artifact JSON to write (in a directory: its best_configs.json)."),
     accelerator_type: str = typer.Option(None, "--accelerator-type", help="Keep only this accelerator type."),
 ):
     """Build the best-configs JSON artifact (winning config per accelerator type and problem) from trial results."""
@@ -43,11 +43,15 @@ def export_cmd(
     art = winners.build_artifact(df)
     if not art["entries"]:
         raise UsageError(f"{results_path}: no trial with status ok to export")
-    if Path(output).is_dir():
-        output = str(Path(output) / "best_configs.json")
+    output = _file_out(output, "best_configs.json")
     artifact.write(art, output)
     print(artifact.summary(art))
     print(f"wrote {output}")
+
+
+def _file_out(path: str, name: str) -> str:
+    """An output file flag's path: an existing directory means the file `name` in it."""
+    return str(Path(path) / name) if Path(path).is_dir() else path
 
 
 @app.command("bench")
@@ -58,7 +62,8 @@ def bench_cmd(
     causal: str = typer.Option("both", help="both, causal or full."),
     dtype: str = typer.Option(None, help="float16 or bfloat16 (standard grid; default bfloat16)."),
     config: list[str] = typer.Option(None, "--config", help="Kernel config as JSON (repeatable); default if none."),
-    out: str = typer.Option("bench.parquet", "--out", help="Parquet file; a markdown table is written beside it."),
+    out: str = typer.Option("bench.parquet", "--out", help="Parquet file (in a directory: its bench.parquet); a "
+                            "markdown table is written beside it."),
     rep_ms: float = typer.Option(100.0, "--rep-ms", help="Milliseconds of repetitions per timing."),
 ):
     """Time the kernel against PyTorch SDPA's flash, cuDNN and efficient backends on a grid of shapes."""
@@ -76,6 +81,7 @@ def bench_cmd(
     interpreting = interpret_without_gpu()  # as the sweep's actors do, before the kernel's module is imported
     from raytune_attn.tune.measure import bench
 
+    out = _file_out(out, "bench.parquet")
     masks = {"both": (False, True), "causal": (True,), "full": (False,)}[causal]
     problems = _bench_cells(grid, head_dim, seqlen, dtype, masks, interpreting)
     configs = []
@@ -197,7 +203,8 @@ def space_compile_cmd(
     target: str = typer.Option(..., "--target", help="hip:gfx942, hip:gfx90a, cuda:80, cuda:90 or cuda:100."),
     problems: str = typer.Option(None, "--problems", help="Problem-set YAML (default: D 64/128/256, full and causal)."),
     sample: int = typer.Option(None, "--sample", help="A seeded sample of N configs instead of every one."),
-    out: str = typer.Option(None, "--out", help="Write one Parquet row per config and problem here."),
+    out: str = typer.Option(None, "--out", help="Write one Parquet row per config and problem here (in a directory: "
+                            "its compile.parquet)."),
     workers: int = typer.Option(None, "--workers", help="Compile processes (default: the machine's cores)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the sample."),
     timeout: float = typer.Option(300.0, "--timeout", help="Seconds one compile may take."),
@@ -206,6 +213,7 @@ def space_compile_cmd(
     (the compiler's message), spilling; shared memory, registers and the pre-filter's estimate per config."""
     from raytune_attn.tune.measure.cross_compile import space_compile_main
 
+    out = _file_out(out, "compile.parquet") if out else None
     raise typer.Exit(space_compile_main(space, target, problems, sample, out, workers, seed=seed, timeout_s=timeout))
 
 
@@ -222,7 +230,8 @@ def replay_cmd(
     params: list[str] = typer.Option(None, "--params", help="Parameter columns (repeatable; default: all but known)."),
     select: list[str] = typer.Option(None, "--select", help="Keep rows with COLUMN=VALUE (repeatable)."),
     concurrency: int = typer.Option(1, "--concurrency", help="Configs asked for before any is told (parallel)."),
-    json_out: str = typer.Option(None, "--json", help="Write the summary as JSON here."),
+    json_out: str = typer.Option(None, "--json", help="Write the summary as JSON here (in a directory: its "
+                                 "replay.json)."),
     gp_option: list[str] = typer.Option(None, "--gp-option", help="GP option NAME=VALUE, e.g. cost_aware=false."),
     cold_compile: bool = typer.Option(False, "--cold-compile", help="Compile seconds: each config's largest over "
                                       "the whole table, ignoring --select (its cold build)."),
@@ -242,6 +251,7 @@ def replay_cmd(
     compile seconds spent."""
     from raytune_attn.tune.search.replay import replay_command
 
+    json_out = _file_out(json_out, "replay.json") if json_out else None
     print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, seed_start=seed_start,
                          objective=objective,
                          params=params or [], select=select or [], concurrency=concurrency, json_out=json_out,
