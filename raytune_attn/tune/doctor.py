@@ -199,9 +199,15 @@ def _ray_nodes(address: str) -> dict[str, Any]:
 def mlflow_tracking(tracking_uri: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
     """The tracking URI the sweep would use and whether it is reachable."""
     from raytune_attn.tune.tracking import resolve_tracking_uri
+    from raytune_attn.tune.tracking_uri import check_tracking_uri
 
     uri = resolve_tracking_uri(tracking_uri)
     out: dict[str, Any] = {"uri": uri, "reachable": False}
+    try:
+        check_tracking_uri(uri)  # the words `tune` refuses it with
+    except ValueError as e:
+        out.update(usable=False, status=str(e))
+        return out
     scheme = urllib.parse.urlparse(uri).scheme
     if scheme in ("http", "https"):
         code, body = _http_get(uri.rstrip("/") + "/health", timeout)
@@ -280,7 +286,8 @@ def format_table(info: dict[str, Any]) -> str:
         rows.append((f"  node {n['host']}", f"CPU {n['cpus']:g}  GPU {n['gpus']:g}  accelerator_type {acc}"))
     m = info["mlflow"]
     rows.append(("MLflow URI", m["uri"]))
-    rows.append(("MLflow", ("ok: " if m["reachable"] else "NOT REACHABLE: ") + m["status"]))
+    verdict = "ok: " if m["reachable"] else "NOT REACHABLE: " if m.get("usable", True) else "NOT USABLE: "
+    rows.append(("MLflow", verdict + m["status"]))
     for k, val in info.get("env", {}).items():
         rows.append((f"${k}", val))
     w = max(len(a) for a, _ in rows)

@@ -1,0 +1,25 @@
+"""`raytune-attn doctor`'s MLflow line: what it says of each kind of tracking URI, before any sweep opens it."""
+
+from raytune_attn.tune import doctor
+
+
+def test_a_tracking_uri_tune_would_refuse_is_named_with_tunes_words(tmp_path):
+    for uri, words in (("ftp://x", "unknown scheme 'ftp'"), ("sqlite://x.db", "a SQLite store is sqlite:///"),
+                       ("http://", "names its host")):
+        m = doctor.mlflow_tracking(uri, timeout=1)
+        assert m == {"uri": uri, "reachable": False, "usable": False, "status": m["status"]} and words in m["status"]
+    info = doctor.collect(address="127.0.0.1:1", tracking_uri="ftp://x", timeout=1, connect=False)
+    line = next(ln for ln in doctor.format_table(info).splitlines() if ln.startswith("MLflow ") and not ln.startswith("MLflow URI"))
+    assert line.split(None, 1)[1].startswith("NOT USABLE: tracking URI 'ftp://x': unknown scheme 'ftp'")
+
+
+def test_local_stores_are_judged_by_their_folders(tmp_path):
+    db = tmp_path / "m.db"
+    assert doctor.mlflow_tracking(f"sqlite:///{db}")["status"] == f"SQLite store {db} (created on first sweep)"
+    db.write_bytes(b"")
+    assert doctor.mlflow_tracking(f"sqlite:///{db}") == {"uri": f"sqlite:///{db}", "reachable": True,
+                                                         "status": f"SQLite store {db}"}
+    missing = tmp_path / "no" / "m.db"
+    assert not doctor.mlflow_tracking(f"sqlite:///{missing}")["reachable"]
+    assert doctor.mlflow_tracking(str(tmp_path))["reachable"]
+    assert doctor.mlflow_tracking(f"file://{tmp_path}")["reachable"]
