@@ -214,10 +214,8 @@ def mlflow_tracking(tracking_uri: str | None = None, timeout: float = 5.0) -> di
         out["reachable"] = code == 200
         out["status"] = "server healthy" if code == 200 else f"server not reachable ({code or body})"
     elif scheme == "sqlite":
-        db = Path(uri[len("sqlite:///"):]) if uri.startswith("sqlite:///") else None
-        if db is None:
-            out["status"] = "in-memory or unusual SQLite URI"
-        elif db.exists():
+        db = Path(uri[len("sqlite:///"):])  # check_tracking_uri: sqlite:/// and a path
+        if db.exists():
             out.update(reachable=True, status=f"SQLite store {db}")
         elif db.parent.is_dir() and os.access(db.parent, os.W_OK):
             out.update(reachable=True, status=f"SQLite store {db} (created on first sweep)")
