@@ -81,10 +81,14 @@ class Problem:
     def from_dict(cls, d: dict) -> Problem:
         if str(d.get("problem_key", "")).startswith("paged-"):  # a PagedProblem's to_dict
             return _paged().from_dict(d)
-        names = {f.name for f in dataclasses.fields(cls)}
+        fields = dataclasses.fields(cls)
+        names = {f.name for f in fields}
         unknown = sorted(set(d) - names)
         if unknown:
             raise ValueError(f"unknown problem field(s) {unknown}; known fields are {sorted(names)}")
+        missing = [f.name for f in fields if f.name not in d and f.default is dataclasses.MISSING]
+        if missing:
+            raise ValueError(f"missing problem field(s) {missing}: they have no default")
         return cls(**d)
 
     def to_dict(self) -> dict:

@@ -39,6 +39,8 @@ def test_entry_forms():
     ({"schema_version": 1, "defaults": {"hq": 1, "hkv": 1, "head_dim": 8, "causal": True},
       "problems": [{"batch": 1, "seqlen": 8}, {"batch": 1, "seqlen": 8}]}, r"problems\[1\]: .* repeats problems\[0\]"),
     ({"schema_version": 1, "problems": [{"batch": 1, "heads": 2}]}, r"problems\[0\]: unknown problem field"),
+    ({"schema_version": 1, "defaults": {"hq": 1, "hkv": 1, "head_dim": 8},
+      "problems": [{"batch": 1, "seqlen": 8}]}, r"problems\[0\]: missing problem field\(s\) \['causal'\]"),
     ({"schema_version": 1, "problems": [1], "extra": 2}, "extra: unknown key"),
 ])
 def test_errors_name_file_and_entry(doc, match):
