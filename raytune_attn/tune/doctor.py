@@ -199,7 +199,7 @@ def _ray_nodes(address: str) -> dict[str, Any]:
 def mlflow_tracking(tracking_uri: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
     """The tracking URI the sweep would use and whether it is reachable."""
     from raytune_attn.tune.tracking import resolve_tracking_uri
-    from raytune_attn.tune.tracking_uri import check_tracking_uri
+    from raytune_attn.tune.tracking_uri import check_tracking_uri, sqlite_file
 
     uri = resolve_tracking_uri(tracking_uri)
     out: dict[str, Any] = {"uri": uri, "reachable": False}
@@ -208,14 +208,16 @@ def mlflow_tracking(tracking_uri: str | None = None, timeout: float = 5.0) -> di
     except ValueError as e:
         out.update(usable=False, status=str(e))
         return out
-    scheme = urllib.parse.urlparse(uri).scheme
+    scheme = urllib.parse.urlparse(uri).scheme.lower()
+    db = sqlite_file(uri)
     if scheme in ("http", "https"):
         code, body = _http_get(uri.rstrip("/") + "/health", timeout)
         out["reachable"] = code == 200
         out["status"] = "server healthy" if code == 200 else f"server not reachable ({code or body})"
-    elif scheme == "sqlite":
-        db = Path(uri[len("sqlite:///"):])  # check_tracking_uri: sqlite:/// and a path
-        if db.exists():
+    elif scheme.split("+", 1)[0] == "sqlite":
+        if db is None:
+            out.update(reachable=True, status="SQLite store in memory (gone when the sweep ends)")
+        elif db.exists():
             out.update(reachable=True, status=f"SQLite store {db}")
         elif db.parent.is_dir() and os.access(db.parent, os.W_OK):
             out.update(reachable=True, status=f"SQLite store {db} (created on first sweep)")

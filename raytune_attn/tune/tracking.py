@@ -50,6 +50,7 @@ from raytune_attn.tune.tracking_uri import (  # noqa: F401 - DEFAULT_DB is part 
     apply_http_env,
     error_words,
     resolve_tracking_uri,
+    sqlite_file,
 )
 
 _MAX_TAG = 5000
@@ -66,8 +67,8 @@ def _opening(tracking_uri: str):
     """Held while a store is first opened: an flock beside a SQLite database (see the module doc); anything else
     opens as it is. Errors come out as StoreError naming the store."""
     fd = None
-    if tracking_uri.startswith("sqlite:///"):
-        db = Path(tracking_uri[len("sqlite:///"):])
+    db = sqlite_file(tracking_uri)
+    if db is not None:
         db.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(db.with_name(db.name + ".init-lock"), os.O_RDWR | os.O_CREAT, 0o644)
         deadline = time.monotonic() + INIT_LOCK_WAIT_S
@@ -148,9 +149,10 @@ class SweepTracker:
                 self.client.restore_experiment(exp.experiment_id)
             return exp.experiment_id
         location = None
-        if self.tracking_uri.startswith("sqlite:///") and not os.environ.get("MLFLOW_ARTIFACT_ROOT"):
+        db = sqlite_file(self.tracking_uri)
+        if db is not None and not os.environ.get("MLFLOW_ARTIFACT_ROOT"):
             # Embedded store: keep artifacts next to the database instead of wherever the process runs.
-            location = (Path(self.tracking_uri[len("sqlite:///"):]).parent / "mlruns").resolve().as_uri()
+            location = (db.parent / "mlruns").resolve().as_uri()
         try:
             return self.client.create_experiment(name, artifact_location=location)
         except mlflow.exceptions.MlflowException:  # created concurrently by another driver

@@ -60,12 +60,21 @@ def error_words(e: BaseException) -> str:
     return (said or lines or [type(e).__name__])[-1][:1000]
 
 
+def sqlite_file(uri: str) -> Path | None:
+    """The database file of a SQLite store's URI (`sqlite:///x.db`, `sqlite+pysqlite:////abs/x.db`), else None (not
+    SQLite, or in memory)."""
+    scheme, sep, rest = uri.partition(":///")
+    if not sep or scheme.lower().split("+", 1)[0] != "sqlite" or not rest or ":memory:" in rest:
+        return None
+    return Path(rest)
+
+
 def absolute(uri: str) -> str:
     """`uri` with a relative SQLite path made absolute (against this working directory): the same store from a
     resume started elsewhere, or from the logging actor."""
-    prefix = "sqlite:///"
-    if uri.startswith(prefix) and not uri.startswith(prefix + "/") and ":memory:" not in uri:
-        return prefix + str(Path(uri[len(prefix):]).resolve())
+    db = sqlite_file(uri)
+    if db is not None and not db.is_absolute():
+        return uri.partition(":///")[0] + ":///" + str(db.resolve())
     return uri
 
 
