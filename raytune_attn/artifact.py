@@ -285,12 +285,18 @@ def triton_matches(entry: Mapping[str, Any], running: str) -> bool:
     return all(_COMPARE[op](_pad(here, len(here) + len(v)), _pad(v, len(here) + len(v))) for op, v in _specifiers(spec))
 
 
+def tflops_text(v: float) -> str:
+    """TFLOP/s as the tables print it: one decimal, or two significant digits below 0.1 (interpreter timings on a
+    CPU are some 1e-5 TFLOP/s, which one decimal prints as 0.0)."""
+    return f"{v:.1f}" if abs(v) >= 0.1 or v == 0 else f"{v:.2g}"
+
+
 def summary(art: Mapping[str, Any]) -> str:
     """A short table of the entries, for the CLI."""
     lines = [f"{len(art['entries'])} entr{'y' if len(art['entries']) == 1 else 'ies'}, {art['checksum'][:19]}..."]
     for e in art["entries"]:
         base = e.get("baseline_tflops")
         speed = f"  x{e['tflops'] / base:.2f} vs {e.get('baseline_impl')}" if base else ""
-        lines.append(f"  {e['accelerator_type']:<8} {e['problem_key']:<58} {e['tflops']:9.2f} TFLOP/s "
+        lines.append(f"  {e['accelerator_type']:<8} {e['problem_key']:<58} {tflops_text(e['tflops']):>9} TFLOP/s "
                      f"({e['n_trials']} trials){speed}")
     return "\n".join(lines)

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from raytune_attn.artifact import tflops_text
 from raytune_attn.problem import Problem
 from raytune_attn.tune import report, results
 
@@ -145,3 +146,16 @@ def test_report_of_a_paged_sweep(tmp_path):
     for fmt, shown in (("table", "seg2"), ("markdown", "NUM_SEGMENTS=2")):
         r = report.report(path, fmt=fmt, plots=False)
         assert problem.key in r.text and shown in r.text
+
+
+def test_interpreter_sized_tflops_print_as_numbers_not_zero(tmp_path):
+    config = {"BLOCK_M": 16, "BLOCK_N": 16, "num_warps": 4, "num_stages": 1, "PRE_LOAD_V": False}
+    rows = [results.trial_row(P1, config, {"status": "ok", "tflops": 3.245e-05, "latency_ms": 190.0,
+                                           "timestamp": 1_700_000_000},
+                              prov("CPU"), sweep_id="s", trial_id="t0", searcher="gp", seed=0)]
+    path = tmp_path / "trials.parquet"
+    results.write_file(rows, path)
+    summary_row = next(ln for ln in report.report(path, fmt="table", plots=False).text.splitlines()
+                       if ln.startswith("CPU "))
+    assert summary_row.split()[2] == "3.2e-05"
+    assert [tflops_text(v) for v in (589.34, 0.1, 0.0, 0.0123)] == ["589.3", "0.1", "0.0", "0.012"]

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from raytune_attn.artifact import tflops_text
 from raytune_attn.config import KNOBS
 from raytune_attn.tune import results, winners
 
@@ -160,6 +161,10 @@ def _num(v: float, fmt: str = "{:.1f}") -> str:
     return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
 
 
+def _tflops(v: float) -> str:
+    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else tflops_text(v)
+
+
 def _speed(v: float) -> str:
     return _num(v, "{:.2f}x")
 
@@ -197,17 +202,17 @@ def render_text(summaries: list[ProblemSummary]) -> str:
                  f"trials      {s.n_trials} ({counts}) in {_secs(s.search_s)}", ""]
         rows = []
         for name, st in s.searchers.items():
-            rows.append([f"tuned ({name})", _num(st["best_tflops"]),
+            rows.append([f"tuned ({name})", _tflops(st["best_tflops"]),
                          _speed(st["best_tflops"] / s.best_baseline_tflops if s.best_baseline_tflops else math.nan),
                          str(st["n_trials"]), _secs(st["search_s"])])
         for impl, tf in s.baselines.items():
-            rows.append([impl, _num(tf) if not math.isnan(tf) else "failed",
+            rows.append([impl, _tflops(tf) if not math.isnan(tf) else "failed",
                          _speed(tf / s.best_baseline_tflops if s.best_baseline_tflops else math.nan), "", ""])
         vs = f"vs {s.best_baseline_impl}" if s.best_baseline_impl else "vs baseline"
         lines.append(_table(["impl", "TFLOP/s", vs, "trials", "time"], rows, right={1, 2, 3, 4}, indent="  "))
         blocks.append("\n".join(lines))
-    rows = [[s.accelerator_type, s.problem_key, _num(s.best_tflops), s.best_baseline_impl or "-",
-             _num(s.best_baseline_tflops), _speed(s.speedup), str(s.n_trials), _secs(s.search_s),
+    rows = [[s.accelerator_type, s.problem_key, _tflops(s.best_tflops), s.best_baseline_impl or "-",
+             _tflops(s.best_baseline_tflops), _speed(s.speedup), str(s.n_trials), _secs(s.search_s),
              config_str(s.best_config, short=True)] for s in summaries]
     overall = _table(["accel", "problem", "tuned TFLOP/s", "best baseline", "TFLOP/s", "speed-up", "trials", "time",
                       "best config"], rows, right={2, 4, 5, 6, 7})
@@ -222,7 +227,7 @@ def render_markdown(summaries: list[ProblemSummary]) -> str:
     for s in summaries:
         base = f"{s.best_baseline_impl}" if s.best_baseline_impl else "-"
         lines.append("| " + " | ".join([
-            s.accelerator_type, f"`{s.problem_key}`", _num(s.best_tflops), base, _num(s.best_baseline_tflops),
+            s.accelerator_type, f"`{s.problem_key}`", _tflops(s.best_tflops), base, _tflops(s.best_baseline_tflops),
             _speed(s.speedup), str(s.n_trials), _secs(s.search_s), f"`{config_str(s.best_config)}`",
         ]) + " |")
     return "\n".join(lines) + "\n"
