@@ -331,6 +331,21 @@ def test_family_siblings_are_the_same_kernel_nearest_length_first():
     assert got[:2] in (["s1024", "s4096"], ["s4096", "s1024"]) and got[2:] == ["s512", "s16384"]
 
 
+def test_final_candidates_are_the_top_k_then_unmeasured_sibling_winners_and_none_without_a_remeasure():
+    from raytune_attn.tune.sweep.remeasure import config_key, final_candidates
+
+    grid = {"hq": 16, "hkv": 16, "head_dim": 128, "causal": False, "dtype": "bfloat16", "varlen": False}
+    mk = lambda key, n: Search(key, "H200", {**grid, "batch": 8, "seqlen_q": n, "seqlen_k": n}, None,  # noqa: E731
+                               budget=1, max_concurrent=1)
+    s, sib = mk("s2048", 2048), mk("s4096", 4096)
+    row = lambda tid, m, tf: {"trial_id": tid, "BLOCK_M": m, "tflops": tf}  # noqa: E731
+    ranked = {"s2048": [row("a", 128, 9.0), row("b", 64, 8.0)], "s4096": [row("c", 32, 7.0)]}
+    measured = {k: {config_key(r) for r in rows} for k, rows in ranked.items()}
+    picks = final_candidates(s, [s, sib], ranked, measured, top_k=1, family_k=2)
+    assert [(o and o.key, r["trial_id"]) for o, r in picks] == [(None, "a"), ("s4096", "c")]
+    assert final_candidates(s, [s, sib], ranked, measured, top_k=0, family_k=2) == []
+
+
 def test_cli_tune_bad_flag_exits_2(capsys):
     from raytune_attn.tune.cli import main
 

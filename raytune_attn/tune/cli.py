@@ -156,7 +156,8 @@ def tune_cmd(
                                       "(best_configs.json then has no speed-ups)."),
     rungs: str = typer.Option("10,30,60", "--rungs", help="Milliseconds of repetitions per timing rung, increasing."),
     reduction_factor: float = typer.Option(2.0, "--reduction-factor", help="ASHA reduction factor (> 1)."),
-    top_k: int = typer.Option(4, "--top-k", help="Configs per search re-measured before naming the winner."),
+    top_k: int = typer.Option(4, "--top-k", help="Configs per search re-measured before naming the winner (0: no "
+                              "re-measure, nor of the siblings' winners)."),
     final_rep_ms: float = typer.Option(200.0, "--final-rep-ms", help="Repetitions (ms) of the final re-measure."),
     family_k: int = typer.Option(2, "--family-k", help="Configs per search that the final re-measure adds: the "
                                  "winners of the nearest problems with the same heads, head dim, mask and dtype."),

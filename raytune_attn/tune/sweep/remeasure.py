@@ -74,7 +74,10 @@ def final_candidates(s, searches, ranked, measured, top_k: int, family_k: int) -
     """(origin search or None, row) of each config search `s` re-measures: its own top-k, then its nearest
     siblings' winners it did not measure. `ranked`: search key -> its rows with a speed (`tflops`), fastest first;
     `measured`: search key -> the `config_key` of every config it ran (benchmarks/sibling_replay.py replays the
-    rule)."""
+    rule). With `top_k` 0 there is no re-measure: a sibling's winner re-measured alone would beat the search's own
+    best, timed only by its rungs, without a comparison."""
+    if top_k == 0:
+        return []
     family = []
     for o in nearest_siblings(s, searches)[:family_k]:
         win = ranked[o.key][0] if ranked[o.key] else None
