@@ -253,8 +253,12 @@ def test_resume_takes_every_saved_setting_but_where_it_runs_from_its_command_lin
     saved = {"searcher": "random", "budget": 7, "rungs": "5,10", "seed": 3, "address": address, "tracking_uri": store,
              "unknown_flag_of_an_old_version": 1}
     write_doc(out / "sweep.json", {"name": "old", "args": saved})
-    c = make_plan(SweepConfig(resume=True, out=str(out), budget=99)).config
+    c = make_plan(SweepConfig(resume=True, out=str(out), budget=7, rungs_ms=(5.0, 10.0))).config  # the sweep's own
     assert (c.searcher, c.budget, c.rungs_ms, c.seed) == ("random", 7, (5.0, 10.0), 3)
+    # Another value of a flag the sweep keeps would be lost, so the resume refuses it, naming each one.
+    with pytest.raises(SweepUsageError, match=r"--budget 99 \(the sweep's: 7\), --rungs 10 \(the sweep's: 5,10\), "
+                                              r"--no-priors \(the sweep ran without it\)"):
+        make_plan(SweepConfig(resume=True, out=str(out), budget=99, rungs_ms=(10.0,), no_priors=True))
     assert c.address == address and c.tracking_uri == store and not c.no_mlflow and c.resume and c.name == "old"
     assert make_plan(SweepConfig(resume=True, out=str(out), address="local")).config.address == "local"
     assert make_plan(SweepConfig(resume=True, out=str(out), tracking_uri="sqlite:///t.db")).config.tracking_uri == store
@@ -262,6 +266,14 @@ def test_resume_takes_every_saved_setting_but_where_it_runs_from_its_command_lin
         with pytest.raises(SweepUsageError, match=f"logs to {store}"):
             make_plan(SweepConfig(resume=True, out=str(out), **other))
     cluster.close()
+
+
+def test_a_resume_may_name_the_sweeps_files_another_way(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sweep = SweepConfig(problems=str(tmp_path / "p.yaml"), budget=5)
+    assert SweepConfig(resume=True, name="x", problems="p.yaml", address="auto").changed_on_resume(sweep) == []
+    assert SweepConfig(resume=True, name="x", problems="q.yaml").changed_on_resume(sweep) == [
+        f"--problems q.yaml (the sweep's: {tmp_path / 'p.yaml'})"]
 
 
 def test_tracking_uri_form():

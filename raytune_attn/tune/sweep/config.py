@@ -11,6 +11,7 @@ import dataclasses
 import itertools
 import re
 from dataclasses import dataclass, fields
+from pathlib import Path
 
 from raytune_attn.tune.search import SEARCHERS
 
@@ -18,6 +19,7 @@ from raytune_attn.tune.search import SEARCHERS
 # store included (its runs belong with the sweep's first ones), comes from sweep.json.
 RESUME_WHERE = ("address", "num_cpus", "compile_workers")
 RESUME_OWN = ("resume", "out", "name")  # how the resume found the sweep
+_PATHS = ("problems", "space", "warm_start")  # the same file may be named another way
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _ADDRESS = re.compile(r"^(auto|local|ray://\S+|[^\s:/]+:\d+)$")  # what ray.init(address=...) takes
 
@@ -86,6 +88,28 @@ class SweepConfig:
         d["rungs_ms"] = list(self.rungs_ms)
         d["rungs"] = self.rungs
         return d
+
+    def changed_on_resume(self, resumed: SweepConfig) -> list[str]:
+        """The flags this command line gives (not their defaults) with another value than the sweep it resumes:
+        a resume finishes the sweep as it was started, so a `--budget` or `--searcher` of its own would be lost.
+        `--tracking-uri`/`--no-mlflow` are the plan's to check (it resolves the URI)."""
+        fresh = SweepConfig()
+        out = []
+        for f in fields(self):
+            if f.name in RESUME_WHERE + RESUME_OWN + ("tracking_uri", "no_mlflow"):
+                continue
+            mine, theirs = getattr(self, f.name), getattr(resumed, f.name)
+            if mine == getattr(fresh, f.name) or mine == theirs:
+                continue
+            if f.name in _PATHS and theirs and Path(mine).resolve() == Path(theirs).resolve():
+                continue
+            flag = _flag("rungs" if f.name == "rungs_ms" else f.name)
+            if isinstance(mine, bool):
+                out.append(f"{flag} (the sweep ran without it)" if mine else f"{flag} off (the sweep ran with it)")
+            else:
+                shown, was = (self.rungs, resumed.rungs) if f.name == "rungs_ms" else (mine, theirs)
+                out.append(f"{flag} {shown} (the sweep's: {was})")
+        return out
 
     def resumed_from(self, saved: dict) -> SweepConfig:
         """This resume's settings: the saved sweep's (defaults where it has none), except `RESUME_WHERE` where this

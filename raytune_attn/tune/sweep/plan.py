@@ -119,6 +119,11 @@ def _resumed(asked: SweepConfig, out: Path) -> tuple[SweepConfig, str]:
         config = dataclasses.replace(asked.resumed_from(doc["args"]), name=doc["name"])  # the name checked too
     except SweepUsageError as e:
         raise SweepUsageError(f"--resume: {saved}: {e}") from None
+    changed = asked.changed_on_resume(config)
+    if changed:
+        raise SweepUsageError(f"--resume finishes sweep {doc['name']!r} with the settings of {saved}; these flags "
+                              f"would change them: {', '.join(changed)}. Drop them, or start a new sweep (--warm-start "
+                              "from this one's trials.parquet)")
     store = "nothing (--no-mlflow)" if config.no_mlflow else config.tracking_uri
     if (asked.no_mlflow and not config.no_mlflow) or (
             asked.tracking_uri and absolute(asked.tracking_uri) != config.tracking_uri):
