@@ -201,6 +201,8 @@ def test_kill_9_of_the_driver_then_resume_counts_each_trial_once(tmp_path, monke
     assert {r["trial_id"] for r in handed} == set(trials["trial_id"]) | marked
     summary = json.loads((out / "summary.json").read_text())
     assert (summary["trials"], summary["attempt"], summary["trials_interrupted"]) == (2 * budget, 2, len(marked))
+    finished_before = sum(len(v) for v in prior.done.values())
+    assert summary["trials_this_attempt"] == 2 * budget - finished_before  # what the rates of this attempt count
 
     client = mlflow.MlflowClient(store)
     parents = [r for r in Ledger(out / resume.LEDGER_NAME).records() if r["kind"] == "parents"]

@@ -70,6 +70,8 @@ def summarize(sweep, fit, df, stats: dict, wall_s: float) -> dict:
     plan, c, cpu_mode = sweep.plan, sweep.plan.config, sweep.cluster.cpu_mode
     counts = winners.trial_counts(df)
     n_trials = sum(counts.get((s.accel, Problem.from_dict(s.problem).key), 0) for s in sweep.searches)
+    # A resume's Tune run measured only the trials its predecessors did not finish: its rates count those.
+    n_here = max(0, n_trials - sum(len(v) for v in plan.prior.done.values()))
     trials = df[(df["kind"] == "trial") & ~df["trial_id"].map(winners.is_final)]
     best_rows = winners.winners(df)
     return {
@@ -78,8 +80,8 @@ def summarize(sweep, fit, df, stats: dict, wall_s: float) -> dict:
         "early_stop": not c.no_early_stop, "rungs_ms": list(c.rungs_ms),
         "wall_s": wall_s, "tune_wall_s": fit.wall_s, "wall": hms(wall_s), "trials": n_trials,
         # This driver's run of the sweep (2 on: resumed) and the trials its predecessors left in flight (resume.py).
-        "attempt": plan.prior.attempt, "trials_interrupted": len(plan.prior.interrupted),
-        **_actor_time(stats, fit.lanes, fit, n_trials),
+        "attempt": plan.prior.attempt, "trials_interrupted": len(plan.prior.interrupted), "trials_this_attempt": n_here,
+        **_actor_time(stats, fit.lanes, fit, n_here),
         "bench_s_sum": float(trials["bench_s"].fillna(0).sum()),
         **_tune_time(sweep, fit),
         "actors": stats, "searches": [_per_search(s, df, counts, best_rows) for s in sweep.searches],
@@ -89,7 +91,9 @@ def summarize(sweep, fit, df, stats: dict, wall_s: float) -> dict:
 
 def format_summary(summary: dict) -> str:
     """The table printed at the sweep's end: one line for the sweep, one per search."""
-    lines = [f"sweep {summary['name']}: {summary['trials']} trials in {summary['wall']} "
+    here = summary.get("trials_this_attempt", summary["trials"])
+    resumed = f" ({here} in this attempt)" if summary.get("attempt", 1) > 1 else ""
+    lines = [f"sweep {summary['name']}: {summary['trials']} trials{resumed} in {summary['wall']} "
              f"(tune {summary['tune_wall_s']:.1f} s, {summary['configs_per_s'] or 0:.2f} configs/s) on "
              f"{summary['benchmark_actors']} benchmark actor(s); GPU busy fraction "
              f"{summary['gpu_busy_fraction'] or 0:.2f}; GPU idle waiting on compiles "
