@@ -1,4 +1,4 @@
-"""Each outcome of the benchmark actor's rung (`raytune_attn.tune.sweep.actors._Bench.run`) on a real GPU: a checked
+"""Each outcome of the benchmark actor's rung (`tune.sweep.bench_actor._Bench.run`) on a real GPU: a checked
 rung, an unchecked one, a rung capped on its first (check) run, two configs the validation refuses (a tile size,
 shared memory). The CPU suite runs the actor in the Triton interpreter, where the first-run cap never applies
 (the interpreter's times say nothing); this shows that path on the GPU. Prints a table, writes JSON.
@@ -15,7 +15,7 @@ from pathlib import Path
 from raytune_attn.config import default_config
 from raytune_attn.problem import Problem
 from raytune_attn.tune.measure.timing import STALL_MAX_MS
-from raytune_attn.tune.sweep.actors import _Bench
+from raytune_attn.tune.sweep.bench_actor import _Bench
 
 _PROBLEM = Problem(batch=2, hq=16, hkv=4, seqlen_q=2048, seqlen_k=2048, head_dim=128, causal=True)
 

@@ -53,7 +53,7 @@ def test_a_workers_start_is_not_part_of_a_compiles_time(monkeypatch):
 def test_compile_actor_closes_busy_workers_in_one_shared_grace_period():
     """Six pools whose workers are busy (a fresh worker first imports torch for seconds): closing them all takes
     one grace period, not one per pool, and leaves no worker alive."""
-    from raytune_attn.tune.sweep.actors import _Compiler
+    from raytune_attn.tune.sweep.compile_actor import _Compiler
 
     comp = _Compiler(workers=6, timeout_s=60)
     for pool in comp._all:

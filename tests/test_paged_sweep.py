@@ -67,7 +67,7 @@ def test_sweep_pieces_tune_a_paged_problem_in_process(tmp_path):
 
     from raytune_attn.tune import results, winners
     from raytune_attn.tune.search import make_searcher
-    from raytune_attn.tune.sweep.actors import _Bench
+    from raytune_attn.tune.sweep.bench_actor import _Bench
     from raytune_attn.tune.sweep.run import _space_for
     from raytune_attn.validation import Screen
 

@@ -60,7 +60,7 @@ def test_a_resume_refuses_rows_of_another_triton_or_kernel_source_naming_them(tm
 
 def test_the_benchmark_actor_reports_the_stack_it_runs_and_the_host_of_each_rung():
     from raytune_attn.problem import Problem
-    from raytune_attn.tune.sweep.actors import _Bench
+    from raytune_attn.tune.sweep.bench_actor import _Bench
 
     bench = _Bench("CPU")
     assert bench.info()["software"] == provenance.software()

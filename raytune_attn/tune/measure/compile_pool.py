@@ -37,6 +37,16 @@ def interpret_without_gpu() -> bool:
     return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
 
 
+TRITON_CACHE_DEFAULT = "~/.cache/raytune-attn/triton"
+
+
+def setup_process_env(cache_dir: str | None = None) -> None:
+    """Before torch/triton are imported in a worker: node-local Triton cache; the interpreter without a GPU."""
+    os.environ.setdefault("TRITON_CACHE_DIR", os.path.expanduser(cache_dir or TRITON_CACHE_DEFAULT))
+    os.makedirs(os.environ["TRITON_CACHE_DIR"], exist_ok=True)
+    interpret_without_gpu()
+
+
 @dataclass
 class CompileResult:
     problem_key: str

@@ -1,5 +1,6 @@
 """The sweep's Ray side: the session (start or join a cluster), its GPU nodes by accelerator type, and the
-long-lived actors (actors.py): one BenchActor per GPU, one CompileActor per node, one Broker per type."""
+long-lived actors: one BenchActor per GPU (bench_actor.py), one CompileActor per node (compile_actor.py), one
+Broker per type (broker.py)."""
 
 from __future__ import annotations
 
@@ -152,7 +153,7 @@ def start_actors(cluster: Cluster, plan: Plan) -> None:
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from raytune_attn.tune.sweep.actors import Broker
+    from raytune_attn.tune.sweep.broker import Broker
     from raytune_attn.tune.sweep.trial import broker_name
 
     runtime_env = _runtime_env(cluster.cpu_mode)
@@ -177,7 +178,7 @@ def start_actors(cluster: Cluster, plan: Plan) -> None:
 
 def _compile_actor(workers: int, plan: Plan, strat, runtime_env):
     from raytune_attn.tune.sweep import prefetch
-    from raytune_attn.tune.sweep.actors import CompileActor
+    from raytune_attn.tune.sweep.compile_actor import CompileActor
 
     # Threads for every request in flight: trials' compiles, the start's prefetches and the searches' speculative
     # builds (at most 5 each: prefetch.Speculator) waiting for a worker.
@@ -187,7 +188,7 @@ def _compile_actor(workers: int, plan: Plan, strat, runtime_env):
 
 
 def _bench_actor(accel: str, node: dict, cpu_mode: bool, strat, runtime_env):
-    from raytune_attn.tune.sweep.actors import BenchActor
+    from raytune_attn.tune.sweep.bench_actor import BenchActor
 
     opts = {"num_cpus": 0, "num_gpus": 0 if cpu_mode else 1, "runtime_env": runtime_env}
     if node.get("typed"):
