@@ -159,8 +159,9 @@ def test_bench_cells_are_the_standard_grids_or_a_refusal_naming_the_flag():
     cells = _bench_cells("auto", [128], [4096, 8192], "float16", (True,), interpreting=False)
     assert [(c.batch, c.hq, c.seqlen_q, c.head_dim, c.causal, c.dtype) for c in cells] == [
         (4, 16, 4096, 128, True, "float16"), (2, 16, 8192, 128, True, "float16")]
-    assert all(c.batch * c.seqlen_q == bench.GRID_TOKENS and c.hq * c.head_dim == bench.GRID_WIDTH
-               for c in _bench_cells("standard", None, None, None, (False, True), interpreting=False))
+    whole = _bench_cells("standard", None, None, None, (False, True), interpreting=False)
+    assert all(c.batch * c.seqlen_q == bench.GRID_TOKENS and c.hq * c.head_dim == bench.GRID_WIDTH for c in whole)
+    assert whole == bench.standard_grid() and len(whole) == 24  # no flag: the grid's own defaults
     assert _bench_cells("auto", None, None, None, (False,), interpreting=True) == [
         q for q in bench.tiny_grid() if not q.causal]
     refused = [

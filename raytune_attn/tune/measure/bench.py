@@ -32,9 +32,14 @@ GRID_TOKENS = 16384
 GRID_WIDTH = 2048
 
 
-def standard_grid(head_dims=(64, 128), seqlens=(512, 1024, 2048, 4096, 8192, 16384), dtype="bfloat16",
-                  causal=(False, True), tokens=GRID_TOKENS, width=GRID_WIDTH) -> list[Problem]:
-    """B = tokens / S and H = width / D for each head dim D, sequence length S and mask."""
+GRID_HEAD_DIMS = (64, 128)
+GRID_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def standard_grid(head_dims=GRID_HEAD_DIMS, seqlens=GRID_SEQLENS, dtype="bfloat16", causal=(False, True),
+                  tokens=GRID_TOKENS, width=GRID_WIDTH) -> list[Problem]:
+    """B = tokens / S and H = width / D for each head dim D, sequence length S and mask (None: the default)."""
+    head_dims, seqlens, dtype = head_dims or GRID_HEAD_DIMS, seqlens or GRID_SEQLENS, dtype or "bfloat16"
     return [
         Problem(batch=tokens // s, hq=width // d, hkv=width // d, seqlen_q=s, seqlen_k=s, head_dim=d, causal=c,
                 dtype=dtype)
