@@ -45,8 +45,9 @@ def raytune_attention_forward(module, query, key, value, attention_mask, dropout
     return _paged(query, key, value, attention_mask, causal, scaling), None
 
 
-def _paged(query, key, value, attention_mask, causal, scaling):
-    """Attention over transformers' cache read as a paged cache of one page per sequence."""
+def _paged(query, key, value, attention_mask, causal, scaling, config=None):
+    """Attention over transformers' cache read as a paged cache of one page per sequence, with `config` (a paged
+    config, `benchmarks/hf_decode_configs.py` times several) or the default for the call."""
     b, hq, sq, d = query.shape
     hkv, sk = key.shape[1], key.shape[2]
     dev = query.device
@@ -54,8 +55,8 @@ def _paged(query, key, value, attention_mask, causal, scaling):
     k_cache, v_cache = (t if t.stride(-1) == 1 else t.contiguous() for t in (key, value))
     k_cache, v_cache = k_cache.transpose(1, 2), v_cache.transpose(1, 2)  # (B, Sk, Hkv, D): page b = sequence b
     used, first_key = _keys_in_use(attention_mask, b, sk, dev)
-    config = default_paged_config(head_dim=d, group=hq // hkv, max_seqlen_q=sq, max_seqlen_k=sk, num_seqs=b,
-                                  num_kv_heads=hkv)
+    config = config or default_paged_config(head_dim=d, group=hq // hkv, max_seqlen_q=sq, max_seqlen_k=sk,
+                                            num_seqs=b, num_kv_heads=hkv)
     table = torch.arange(b, dtype=torch.int32, device=dev)[:, None]
     cu_seqlens_q = torch.arange(0, (b + 1) * sq, sq, dtype=torch.int32, device=dev)
     scale = scaling if scaling is not None else d**-0.5
