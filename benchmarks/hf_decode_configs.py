@@ -7,6 +7,11 @@ with every config of a grid of the paged knobs, each checked against float32 SDP
 
     python -m benchmarks.hf_decode_configs --out DIR [--batches 1 8 32 128] [--contexts 1023 4095 16383]
     python -m benchmarks.hf_decode_configs --tiny --out DIR      # CPU: the Triton interpreter, correctness only
+    python -m benchmarks.hf_decode_configs --from-csv DIR/hf_decode_configs.csv --artifact FILE --out DIR2
+
+`--artifact FILE` also times, per shape, the config of FILE's paged entry that a `paged_attention` call of the shape
+with 16-slot pages would get (`--artifact-block-size`), whatever GPU it was tuned on; `--from-csv` summarizes an
+earlier run's rows again (an artifact's configs found among them) without measuring.
 
 Shapes: Hq 32, Hkv 8, D 128, bf16 (Llama-3-8B), one query per sequence, every key visible (no padding). Contexts
 are odd by default: the cache length of a generation step is arbitrary, and a multiple of 16 would give Triton a
@@ -59,8 +64,30 @@ def bytes_moved(batch: int, context: int, elt: int) -> int:
     return elt * HEAD_DIM * (2 * batch * context * HKV + 2 * batch * HQ)
 
 
-def measure(batch: int, context: int, configs: list[dict], *, dtype, device, rep_ms: float) -> list[dict]:
-    """One row per config (the default first): its error against the reference, then its median time."""
+def artifact_configs(path: str, block_size: int) -> dict[tuple[int, int], tuple[str, dict]]:
+    """For each decode shape, the paged entry (problem key, config) of the artifact at `path` that a
+    `paged_attention` call of that shape with `block_size`-slot pages would get (its bucket, else the nearest),
+    whatever GPU it was tuned on: what the integration would use if it looked its configs up that way."""
+    from raytune_attn import paged_runtime
+    from raytune_attn.paged_problem import PagedProblem
+
+    entries = json.loads(Path(path).read_text())["entries"]
+    idx = {paged_runtime.problem_bucket(PagedProblem.from_key(e["problem_key"])): (e["problem_key"], e["config"])
+           for e in sorted(entries, key=lambda e: e["problem_key"], reverse=True)
+           if e["problem_key"].startswith("paged-")}
+
+    def find(batch: int, context: int):
+        key = paged_runtime.bucket(num_seqs=batch, max_seqlen_q=1, max_seqlen_k=context, hq=HQ, hkv=HKV,
+                                   head_dim=HEAD_DIM, dtype="bfloat16", block_size=block_size)
+        return idx.get(key) or paged_runtime._nearest(idx, key)
+
+    return find
+
+
+def measure(batch: int, context: int, configs: list[dict], *, dtype, device, rep_ms: float,
+            extra: dict | None = None) -> list[dict]:
+    """One row per config (the default first, `extra`'s named configs last): its error against the reference,
+    then its median time."""
     from raytune_attn.integrations.transformers import _paged
     from raytune_attn.kernels.paged_config import default_paged_config
     from raytune_attn.tune.measure.timing import median_ms
@@ -70,7 +97,7 @@ def measure(batch: int, context: int, configs: list[dict], *, dtype, device, rep
     default = default_paged_config(head_dim=HEAD_DIM, group=HQ // HKV, max_seqlen_q=1, max_seqlen_k=context,
                                    num_seqs=batch, num_kv_heads=HKV)
     rows = []
-    for name, cfg in [("default", default)] + [("grid", c) for c in configs]:
+    for name, cfg in [("default", default)] + [("grid", c) for c in configs] + list((extra or {}).items()):
         row = {"batch": batch, "context": context, "which": name, "config": json.dumps(cfg, sort_keys=True)}
         try:
             out = _paged(q, k, v, None, True, None, config=cfg)
@@ -84,13 +111,14 @@ def measure(batch: int, context: int, configs: list[dict], *, dtype, device, rep
     return rows
 
 
-def summarize(rows: list[dict], copy_tb_s: float | None, elt: int) -> list[dict]:
-    """Per shape: the default, the grid's best and the default's rank among the grid's timed configs."""
+def summarize(rows: list[dict], copy_tb_s: float | None, elt: int, artifact=None) -> list[dict]:
+    """Per shape: the default, the grid's best and the default's rank among the grid's timed configs; with
+    `artifact` (`artifact_configs`), the time of the artifact's config for the shape over the grid's best."""
     out = []
     for (b, s), group in itertools.groupby(rows, key=lambda r: (r["batch"], r["context"])):
         group = list(group)
         default = group[0]
-        timed = sorted((r for r in group[1:] if r["ok"]), key=lambda r: r["ms"])
+        timed = sorted((r for r in group if r["which"] == "grid" and r["ok"]), key=lambda r: r["ms"])
         best = timed[0] if timed else None
         moved = bytes_moved(b, s, elt)
 
@@ -104,8 +132,16 @@ def summarize(rows: list[dict], copy_tb_s: float | None, elt: int) -> list[dict]
             "best_config": best["config"] if best else None, "best_ms": best["ms"] if best else None,
             "best_frac_copy": frac(best),
             "default_over_best": default["ms"] / best["ms"] if best and default["ok"] else None,
-            "default_rank": rank, "grid_timed": len(timed), "grid_failed": len(group) - 1 - len(timed),
+            "default_rank": rank, "grid_timed": len(timed),
+            "grid_failed": sum(r["which"] == "grid" for r in group) - len(timed),
         })
+        if artifact is not None:
+            entry = artifact(b, s)
+            cfg = json.dumps(entry[1], sort_keys=True) if entry else None
+            same = [r for r in group if r["config"] == cfg and r["ok"]]
+            ms = min((r["ms"] for r in same), default=None)
+            out[-1].update(artifact_entry=entry[0] if entry else None, artifact_config=cfg,
+                           artifact_over_best=ms / best["ms"] if ms and best else None)
     return out
 
 
@@ -113,14 +149,36 @@ def table(summary: list[dict]) -> str:
     def f(x, fmt):
         return "-" if x is None else fmt.format(x)
 
-    lines = ["| batch | context | default config | default ms | of copy | grid best config | best ms | of copy | "
-             "default / best time | default's rank |", "|" + "---|" * 10]
+    art = any("artifact_entry" in r for r in summary)
+    head = ["batch", "context", "default config", "default ms", "of copy", "grid best config", "best ms", "of copy",
+            "default / best time", "default's rank"] + (["artifact entry", "artifact / best time"] if art else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in summary:
-        lines.append(f"| {r['batch']} | {r['context']} | `{r['default_config']}` | {f(r['default_ms'], '{:.4f}')} | "
-                     f"{f(r['default_frac_copy'], '{:.0%}')} | `{r['best_config']}` | {f(r['best_ms'], '{:.4f}')} | "
-                     f"{f(r['best_frac_copy'], '{:.0%}')} | {f(r['default_over_best'], '{:.3f}')} | "
-                     f"{r['default_rank']} of {r['grid_timed']} |")
+        cells = [r["batch"], r["context"], f"`{r['default_config']}`", f(r["default_ms"], "{:.4f}"),
+                 f(r["default_frac_copy"], "{:.0%}"), f"`{r['best_config']}`", f(r["best_ms"], "{:.4f}"),
+                 f(r["best_frac_copy"], "{:.0%}"), f(r["default_over_best"], "{:.3f}"),
+                 f"{r['default_rank']} of {r['grid_timed']}"]
+        if art:
+            cells += [f"`{r['artifact_entry']}`" if r.get("artifact_entry") else "-",
+                      f(r.get("artifact_over_best"), "{:.3f}")]
+        lines.append("| " + " | ".join(str(c) for c in cells) + " |")
+    ratios = [r["default_over_best"] for r in summary if r["default_over_best"]]
+    if ratios:
+        lines.append(f"\ndefault / best time: geometric mean {_geomean(ratios):.3f}, {min(ratios):.3f} to "
+                     f"{max(ratios):.3f}" + (_artifact_line(summary) if art else ""))
     return "\n".join(lines)
+
+
+def _geomean(xs) -> float:
+    import math
+
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _artifact_line(summary: list[dict]) -> str:
+    ratios = [r["artifact_over_best"] for r in summary if r.get("artifact_over_best")]
+    return (f"; artifact / best time: geometric mean {_geomean(ratios):.3f}, {min(ratios):.3f} to {max(ratios):.3f}"
+            if ratios else "")
 
 
 def parse_args(argv):
@@ -130,6 +188,10 @@ def parse_args(argv):
     ap.add_argument("--contexts", type=int, nargs="+", default=[1023, 4095, 16383])
     ap.add_argument("--rep-ms", type=float, default=20.0, help="GPU milliseconds of timed runs per config")
     ap.add_argument("--tiny", action="store_true", help="CPU: float32, two tiny shapes, four configs")
+    ap.add_argument("--artifact", help="best-configs artifact whose paged entries are timed too (by bucket, any GPU)")
+    ap.add_argument("--artifact-block-size", type=int, default=16, help="the page size of the artifact's lookup")
+    ap.add_argument("--from-csv", help="summarize this run's CSV again (with --artifact: its configs among the rows) "
+                                       "instead of measuring")
     a = ap.parse_args(argv)
     if min(a.batches) < 1 or min(a.contexts) < 1 or a.rep_ms <= 0:
         ap.error("--batches and --contexts must be >= 1, --rep-ms > 0")
@@ -140,6 +202,34 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    artifact = artifact_configs(a.artifact, a.artifact_block_size) if a.artifact else None
+    if a.from_csv:
+        import pandas as pd
+
+        rows = pd.read_csv(a.from_csv).to_dict("records")
+        before = json.loads(Path(a.from_csv).with_suffix(".json").read_text())
+        gpu, copy, elt = before["gpu"], before["copy"], 2 if before["copy"] else 4
+    else:
+        rows, gpu, copy, elt = _measure_all(a, artifact)
+    summary = summarize(rows, copy["tb_per_s_read_plus_write"] if copy else None, elt, artifact)
+    text = table(summary)
+    (out / "hf_decode_configs.md").write_text(f"{gpu}\n\n{text}\n")
+    import triton
+
+    (out / "hf_decode_configs.json").write_text(json.dumps({
+        "gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "copy": copy, "args": vars(a),
+        "summary": summary}, indent=2, default=str))
+    print(gpu)
+    print(text)
+    bad = [r for r in rows if not r["ok"] and not isinstance(r.get("note"), str)]
+    if bad:  # a config that ran and gave a wrong answer is a kernel bug, not a slow config
+        print(f"{len(bad)} config(s) gave wrong outputs: {bad[:3]}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _measure_all(a, artifact):
+    """(rows, GPU name, copy measurement or None, bytes per element) of a run on this machine."""
     on_gpu = torch.cuda.is_available() and not a.tiny
     if not on_gpu:
         import os
@@ -156,28 +246,16 @@ def main(argv: list[str] | None = None) -> int:
         copy = copy_bandwidth(1.0, reps=20)
     rows = []
     for b, s in itertools.product(batches, contexts):
-        rows += measure(b, s, configs, dtype=dtype, device=device, rep_ms=a.rep_ms)
-        print(f"batch {b} context {s}: {sum(r['ok'] for r in rows[-len(configs) - 1:])} of {len(configs) + 1} "
-              "configs checked", flush=True)
+        entry = artifact(b, s) if artifact else None
+        extra = {"artifact": entry[1]} if entry and entry[1] not in configs else None
+        shape = measure(b, s, configs, dtype=dtype, device=device, rep_ms=a.rep_ms, extra=extra)
+        rows += shape
+        print(f"batch {b} context {s}: {sum(r['ok'] for r in shape)} of {len(shape)} configs checked", flush=True)
     import pandas as pd
 
-    pd.DataFrame(rows).to_csv(out / "hf_decode_configs.csv", index=False)
-    summary = summarize(rows, copy["tb_per_s_read_plus_write"] if copy else None, 2 if on_gpu else 4)
-    text = table(summary)
+    pd.DataFrame(rows).to_csv(Path(a.out) / "hf_decode_configs.csv", index=False)
     gpu = torch.cuda.get_device_name() if on_gpu else "CPU (Triton interpreter: timings mean nothing)"
-    (out / "hf_decode_configs.md").write_text(f"{gpu}\n\n{text}\n")
-    import triton
-
-    (out / "hf_decode_configs.json").write_text(json.dumps({
-        "gpu": gpu, "torch": torch.__version__, "triton": triton.__version__, "copy": copy, "args": vars(a),
-        "summary": summary}, indent=2, default=str))
-    print(gpu)
-    print(text)
-    bad = [r for r in rows if not r["ok"] and "note" not in r]
-    if bad:  # a config that ran and gave a wrong answer is a kernel bug, not a slow config
-        print(f"{len(bad)} config(s) gave wrong outputs: {bad[:3]}", file=sys.stderr)
-        return 1
-    return 0
+    return rows, gpu, copy, 2 if on_gpu else 4
 
 
 if __name__ == "__main__":
