@@ -95,12 +95,20 @@ def _warn_once(table_id: str, reason: str, message: str) -> None:
 def _resolve(path_or_uri: str | os.PathLike) -> list[Path]:
     """The artifact files a path or URI names: the file, or every best_configs.json under a directory."""
     s = os.fspath(path_or_uri)
+    if not s.strip():  # Path("") is the working directory: every artifact under it would be merged
+        raise ValueError("load_configs: the path is empty")
     if s.startswith(MLFLOW_SCHEMES):
-        from raytune_attn.tune.tracking import download_artifact  # the one module that imports mlflow
-
+        try:
+            from raytune_attn.tune.tracking import download_artifact  # the one module that imports mlflow
+        except ImportError as e:
+            raise ImportError(f"{s}: an MLflow URI needs MLflow, which the tune extra installs "
+                              f"(pip install 'raytune-attn[tune]'): {e}") from None
         local = Path(download_artifact(s))
     elif s.startswith("file://"):
         local = Path(s[len("file://"):])
+    elif "://" in s:
+        raise ValueError(f"load_configs: {s}: scheme {s.split('://', 1)[0]!r} is not read here; give a local path, "
+                         f"file://, or an MLflow URI ({', '.join(MLFLOW_SCHEMES)}), or download the artifact first")
     else:
         local = Path(s)
     if not local.is_dir():

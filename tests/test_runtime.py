@@ -225,6 +225,22 @@ def test_bad_artifact_raises_naming_the_file(tmp_path, monkeypatch):
         runtime.load_configs(tmp_path / "nope.json")
 
 
+def test_an_empty_path_or_an_unread_scheme_is_refused_by_name(tmp_path, monkeypatch):
+    make_artifact(tmp_path)
+    monkeypatch.chdir(tmp_path)  # an empty path was the working directory: its artifacts merged without a word
+    for given, words in (("", "the path is empty"), ("  ", "the path is empty"),
+                         ("s3://bucket/best_configs.json", "scheme 's3' is not read here"),
+                         ("https://host/best_configs.json", "scheme 'https' is not read here")):
+        with pytest.raises(ValueError, match=words):
+            runtime.load_configs(given)
+    # An inference-only install has no MLflow: a runs:/ URI says which extra brings it.
+    import sys
+
+    monkeypatch.setitem(sys.modules, "raytune_attn.tune.tracking", None)
+    with pytest.raises(ImportError, match=r"needs MLflow, which the tune extra installs"):
+        runtime.load_configs("runs:/abc/best_configs.json")
+
+
 def test_api_uses_the_tuned_config(tmp_path, monkeypatch):
     from raytune_attn import api
     from raytune_attn.kernels import flash_attn
