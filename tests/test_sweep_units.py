@@ -274,6 +274,8 @@ def test_a_resume_may_name_the_sweeps_files_another_way(tmp_path, monkeypatch):
     assert SweepConfig(resume=True, name="x", problems="p.yaml", address="auto").changed_on_resume(sweep) == []
     assert SweepConfig(resume=True, name="x", problems="q.yaml").changed_on_resume(sweep) == [
         f"--problems q.yaml (the sweep's: {tmp_path / 'p.yaml'})"]
+    assert SweepConfig(resume=True, name="x", budget=40).changed_on_resume(SweepConfig()) == [
+        "--budget 40 (the sweep's: its default)"]
 
 
 def test_tracking_uri_form():

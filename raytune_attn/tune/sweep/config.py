@@ -108,7 +108,7 @@ class SweepConfig:
                 out.append(f"{flag} (the sweep ran without it)" if mine else f"{flag} off (the sweep ran with it)")
             else:
                 shown, was = (self.rungs, resumed.rungs) if f.name == "rungs_ms" else (mine, theirs)
-                out.append(f"{flag} {shown} (the sweep's: {was})")
+                out.append(f"{flag} {shown} (the sweep's: {'its default' if was is None else was})")
         return out
 
     def resumed_from(self, saved: dict) -> SweepConfig:
