@@ -241,6 +241,15 @@ def test_read_frame_reads_any_parquet_table_and_names_a_bad_file(tmp_path):
         results.read_frame(tmp_path / "missing.parquet")
     with pytest.raises(IsADirectoryError, match="is a directory"):
         results.read_frame(tmp_path)
+    # A best-configs artifact given where a results table belongs: the error says what to give instead.
+    art = tmp_path / "best_configs.json"
+    art.write_text('{"schema_version": 1, "entries": []}\n')
+    for read in (results.read_frame, results.read_table):
+        with pytest.raises(results.ResultsError, match=r"this is a JSON file .* give the sweep's trials\.parquet"):
+            read(art)
+    with pytest.raises(results.ResultsError) as e:
+        results.read_frame(garbage)
+    assert "JSON" not in str(e.value)
 
 
 def test_a_trial_stopped_early_was_told_to_its_searcher_as_ok():

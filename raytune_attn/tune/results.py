@@ -391,7 +391,7 @@ def read_table(path: str | os.PathLike, *, interrupted: bool = False) -> pa.Tabl
         try:
             t = pq.read_table(f, partitioning=None)
         except (pa.ArrowInvalid, OSError) as e:
-            raise ResultsError(f"{f}: not a readable Parquet file ({e})") from e
+            raise ResultsError(f"{f}: not a readable Parquet file ({e}){_json_hint(f)}") from e
         part = _partition_of(f)
         tables.append(_conform(t, f, part))
         tiers.append(0 if part is None else 1)
@@ -419,7 +419,20 @@ def read_frame(path: str | os.PathLike):
     try:
         return pd.read_parquet(p)
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise ResultsError(f"{p}: not a readable Parquet file ({type(e).__name__}: {e})") from e
+        raise ResultsError(f"{p}: not a readable Parquet file ({type(e).__name__}: {e}){_json_hint(p)}") from e
+
+
+def _json_hint(path: Path) -> str:
+    """What to give instead when `path` is JSON: a best-configs artifact holds the winners only."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64).lstrip()
+    except OSError:
+        return ""
+    if not head.startswith(b"{"):
+        return ""
+    return ("; this is a JSON file (a best-configs artifact holds only the winners): give the sweep's "
+            "trials.parquet or its output directory")
 
 
 _PANDAS_TYPES = None
