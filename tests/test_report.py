@@ -159,3 +159,11 @@ def test_interpreter_sized_tflops_print_as_numbers_not_zero(tmp_path):
                        if ln.startswith("CPU "))
     assert summary_row.split()[2] == "3.2e-05"
     assert [tflops_text(v) for v in (589.34, 0.1, 0.0, 0.0123)] == ["589.3", "0.1", "0.0", "0.012"]
+
+
+def test_a_plots_dir_that_cannot_be_made_is_refused_before_the_results_are_read(trials_file, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(ValueError, match=r"--plots-dir: cannot make .*a-file/plots"):
+        report.report(tmp_path / "missing.parquet", plots_dir=blocker / "plots")  # no result read: no such file
+    assert report.report(trials_file, plots=False, plots_dir=blocker / "plots").plots == []

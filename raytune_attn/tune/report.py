@@ -347,6 +347,17 @@ def plot_paths(results_path: str | os.PathLike, plots_dir: str | os.PathLike | N
     return d / f"{stem}_vs_baselines.png", d / f"{stem}_convergence.png"
 
 
+def _check_writable(d: Path, what: str) -> None:
+    """ValueError naming `what` unless the folder `d` exists (or can be made) and takes files: said before any
+    result is read, not by the first PNG."""
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"{what}: cannot make {d} ({e.strerror or e}); --no-plots prints the tables only") from None
+    if not os.access(d, os.W_OK):
+        raise ValueError(f"{what}: {d} is not writable; pass --plots-dir, or --no-plots for the tables only")
+
+
 def report(
     results_path: str | os.PathLike,
     *,
@@ -359,6 +370,8 @@ def report(
     """Read the results, summarize them and write the plots. `fmt`: table, markdown or json."""
     if fmt not in ("table", "markdown", "json"):
         raise ValueError(f"--format must be table, markdown or json, got {fmt!r}")
+    if plots:
+        _check_writable(plot_paths(results_path, plots_dir)[0].parent, "--plots-dir" if plots_dir else "the plots")
     df = results.read_trials(results_path)
     if not len(df):
         raise ValueError(f"{results_path}: no result rows")
