@@ -167,3 +167,6 @@ def test_a_plots_dir_that_cannot_be_made_is_refused_before_the_results_are_read(
     with pytest.raises(ValueError, match=r"--plots-dir: cannot make .*a-file/plots"):
         report.report(tmp_path / "missing.parquet", plots_dir=blocker / "plots")  # no result read: no such file
     assert report.report(trials_file, plots=False, plots_dir=blocker / "plots").plots == []
+    with pytest.raises(FileNotFoundError):  # a missing results folder is not made for its plots
+        report.report(tmp_path / "no" / "trials.parquet")
+    assert not (tmp_path / "no").exists()

@@ -347,14 +347,18 @@ def plot_paths(results_path: str | os.PathLike, plots_dir: str | os.PathLike | N
     return d / f"{stem}_vs_baselines.png", d / f"{stem}_convergence.png"
 
 
-def _check_writable(d: Path, what: str) -> None:
-    """ValueError naming `what` unless the folder `d` exists (or can be made) and takes files: said before any
-    result is read, not by the first PNG."""
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ValueError(f"{what}: cannot make {d} ({e.strerror or e}); --no-plots prints the tables only") from None
-    if not os.access(d, os.W_OK):
+def _check_plots_dir(d: Path, given: bool) -> None:
+    """ValueError unless the PNGs can go in folder `d`: said before any result is read, not by the first PNG. A
+    `--plots-dir` (`given`) is made if missing; the results' own folder is not (a missing one is the results'
+    error)."""
+    what = "--plots-dir" if given else "the plots (beside the results)"
+    if given:
+        try:
+            d.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            raise ValueError(f"{what}: cannot make {d} ({e.strerror or e}); --no-plots prints the tables "
+                             "only") from None
+    if d.is_dir() and not os.access(d, os.W_OK):
         raise ValueError(f"{what}: {d} is not writable; pass --plots-dir, or --no-plots for the tables only")
 
 
@@ -371,7 +375,7 @@ def report(
     if fmt not in ("table", "markdown", "json"):
         raise ValueError(f"--format must be table, markdown or json, got {fmt!r}")
     if plots:
-        _check_writable(plot_paths(results_path, plots_dir)[0].parent, "--plots-dir" if plots_dir else "the plots")
+        _check_plots_dir(plot_paths(results_path, plots_dir)[0].parent, given=plots_dir is not None)
     df = results.read_trials(results_path)
     if not len(df):
         raise ValueError(f"{results_path}: no result rows")
