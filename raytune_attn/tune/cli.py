@@ -119,8 +119,8 @@ def _bench_cells(grid: str, head_dims, seqlens, dtype: str | None, masks: tuple,
         for v in values or ():
             if v < 1 or total % v:
                 raise UsageError(f"{flag} {v}: the standard grid keeps {what} = {total}, so it must divide {total}")
-    return bench.standard_grid(head_dims=tuple(head_dims or ()), seqlens=tuple(seqlens or ()), dtype=dtype,
-                               causal=masks)
+    return bench.standard_grid(head_dims=tuple(head_dims or bench.GRID_HEAD_DIMS),
+                               seqlens=tuple(seqlens or bench.GRID_SEQLENS), dtype=dtype or "bfloat16", causal=masks)
 
 
 @app.command("tune")

@@ -209,12 +209,12 @@ def mlflow_tracking(tracking_uri: str | None = None, timeout: float = 5.0) -> di
         out.update(usable=False, status=str(e))
         return out
     scheme = urllib.parse.urlparse(uri).scheme.lower()
-    db = sqlite_file(uri)
     if scheme in ("http", "https"):
         code, body = _http_get(uri.rstrip("/") + "/health", timeout)
         out["reachable"] = code == 200
         out["status"] = "server healthy" if code == 200 else f"server not reachable ({code or body})"
     elif scheme.split("+", 1)[0] == "sqlite":
+        db = sqlite_file(uri)
         if db is None:
             out.update(reachable=True, status="SQLite store in memory (gone when the sweep ends)")
         elif db.exists():

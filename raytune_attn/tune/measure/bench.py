@@ -38,8 +38,7 @@ GRID_SEQLENS = (512, 1024, 2048, 4096, 8192, 16384)
 
 def standard_grid(head_dims=GRID_HEAD_DIMS, seqlens=GRID_SEQLENS, dtype="bfloat16", causal=(False, True),
                   tokens=GRID_TOKENS, width=GRID_WIDTH) -> list[Problem]:
-    """B = tokens / S and H = width / D for each head dim D, sequence length S and mask (None: the default)."""
-    head_dims, seqlens, dtype = head_dims or GRID_HEAD_DIMS, seqlens or GRID_SEQLENS, dtype or "bfloat16"
+    """B = tokens / S and H = width / D for each head dim D, sequence length S and mask."""
     return [
         Problem(batch=tokens // s, hq=width // d, hkv=width // d, seqlen_q=s, seqlen_k=s, head_dim=d, causal=c,
                 dtype=dtype)
