@@ -30,6 +30,7 @@ import argparse
 import itertools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 if __package__ in (None, ""):  # run as a script: the repository root on the path for `benchmarks.*`
@@ -61,17 +62,22 @@ def reference(q, k, v) -> torch.Tensor:
 
 
 def bytes_moved(batch: int, context: int, elt: int) -> int:
-    return elt * HEAD_DIM * (2 * batch * context * HKV + 2 * batch * HQ)
+    """What the call must move (`PagedProblem.bytes_moved`: K and V once, Q read, the output written)."""
+    from raytune_attn.paged_problem import Lengths, PagedProblem, SeqGroup
+
+    group = SeqGroup(batch, Lengths(values=(1,)), Lengths(values=(context,)))
+    dtype = "float32" if elt == 4 else "bfloat16"
+    return PagedProblem.make([group], block_size=16, hq=HQ, hkv=HKV, head_dim=HEAD_DIM, dtype=dtype).bytes_moved()
 
 
-def artifact_configs(path: str, block_size: int) -> dict[tuple[int, int], tuple[str, dict]]:
+def artifact_configs(path: str, block_size: int) -> Callable[[int, int], tuple[str, dict] | None]:
     """For each decode shape, the paged entry (problem key, config) of the artifact at `path` that a
     `paged_attention` call of that shape with `block_size`-slot pages would get (its bucket, else the nearest),
     whatever GPU it was tuned on: what the integration would use if it looked its configs up that way."""
-    from raytune_attn import paged_runtime
+    from raytune_attn import artifact, paged_runtime
     from raytune_attn.paged_problem import PagedProblem
 
-    entries = json.loads(Path(path).read_text())["entries"]
+    entries = artifact.load(path)["entries"]  # checked as the runtime checks it, whatever GPU it names
     idx = {paged_runtime.problem_bucket(PagedProblem.from_key(e["problem_key"])): (e["problem_key"], e["config"])
            for e in sorted(entries, key=lambda e: e["problem_key"], reverse=True)
            if e["problem_key"].startswith("paged-")}
