@@ -72,9 +72,9 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["--address", "auto", *argv]
     argv = _resolve_problems(argv)
     _ensure_importable()
-    from raytune_attn.tune.sweep import main as sweep_main
+    from raytune_attn._entry import run
 
-    return sweep_main(argv)
+    return run("raytune_attn.tune.sweep", argv)
 
 
 if __name__ == "__main__":

@@ -300,3 +300,56 @@ def test_mlflow_server_starts_as_deployed_and_sweeps_can_reach_it(tmp_path):
         except ProcessLookupError:
             pass  # it exited already: the failure above says why
         proc.wait(timeout=30)
+
+
+# ------------------------------------------------------------------------------------------------ installs
+
+
+def test_requirements_file_is_the_tune_extra_without_torch_and_triton():
+    """deploy/requirements-tune.txt (for hosts and images that keep their torch build) lists what the package and its
+    tune extra need, less torch and triton: the same requirements as pyproject.toml, no more, no fewer."""
+    from packaging.requirements import Requirement
+
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    wanted = {str(Requirement(r)) for r in project["dependencies"] + project["optional-dependencies"]["tune"]
+              if Requirement(r).name not in ("torch", "triton")}
+    lines = [ln.strip() for ln in (DEPLOY / "requirements-tune.txt").read_text().splitlines()]
+    listed = {str(Requirement(ln)) for ln in lines if ln and not ln.startswith("#")}
+    assert listed == wanted
+
+
+def _node_installs():
+    """(where, its install commands in the order they run) for every node type of every launcher YAML (the global
+    setup_commands, then the head's or the node type's worker commands) and every Dockerfile (its RUN steps)."""
+    for path in LAUNCHER_YAMLS:
+        c = load(path)
+        types = ray_validate(c)  # the node types as `ray up` fills them in (the local provider's included)
+        for name, node in types["available_node_types"].items():
+            own = c.get("head_setup_commands", []) if name == types["head_node_type"] else node.get(
+                "worker_setup_commands", c.get("worker_setup_commands", []))
+            yield f"{path.name}:{name}", list(c.get("setup_commands", [])) + list(own)
+    for path in sorted((DEPLOY / "docker").glob("Dockerfile.*")):
+        text = path.read_text().replace("\\\n", " ")
+        runs = [ln[4:] for ln in text.splitlines() if ln.startswith("RUN ")]
+        yield path.name, [step.strip() for run in runs for step in run.split("&&")]
+
+
+def test_every_node_gets_the_tuner_and_a_kept_torch_keeps_its_triton():
+    """Each node installs the repository once, with the tune extra (the driver imports scikit-optimize and MLflow,
+    the trials pandas and pyarrow), in one of two forms: `pip install -e '<repo>[tune]'`, or, where the host's or
+    image's torch is kept (ROCm builds, on-prem hosts), the requirements file and then `--no-deps`, so that pip does
+    not put PyPI's triton over a pytorch-triton-rocm."""
+    for where, commands in _node_installs():
+        installs = [i for i, c in enumerate(commands) if re.search(r"pip install .*-e \S*raytune-attn", c)]
+        assert len(installs) == 1, (where, commands)
+        step = commands[installs[0]]
+        kept_torch = where.startswith(("onprem", "Dockerfile.rocm")) or any("rocm" in c for c in commands)
+        if kept_torch:
+            assert "--no-deps" in step and "[tune]" not in step, (where, step)
+        if "--no-deps" in step:
+            before = commands[:installs[0]]
+            assert any("-r " in c and "deploy/requirements-tune.txt" in c for c in before), (where, commands)
+        else:
+            assert "[tune]" in step, (where, step)

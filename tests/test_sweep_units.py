@@ -3,6 +3,7 @@
 import dataclasses
 import io
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -800,3 +801,16 @@ def test_format_summary_names_a_winner_without_a_final_remeasure():
     s["searches"] = [{**search, "search": "H100/a", "remeasured": 0}, {**search, "search": "H100/b", "remeasured": 3}]
     lines = format_summary(s).splitlines()
     assert "no final re-measure" in lines[1] and "no final re-measure" not in lines[2]
+
+
+def test_the_plan_names_a_searchers_missing_dependency_before_anything_starts(tmp_path, monkeypatch):
+    """--searcher tpe without Optuna is refused by the plan with the extra to install, not by a search actor after
+    Ray started; with Optuna the plan passes."""
+    from raytune_attn.tune.sweep.plan import make_plan
+
+    pytest.importorskip("optuna")
+    assert make_plan(SweepConfig(out=str(tmp_path / "o"), searcher="tpe")).config.searcher == "tpe"
+    monkeypatch.setitem(sys.modules, "optuna", None)
+    with pytest.raises(SweepUsageError, match=r"--searcher tpe: .*pip install 'raytune-attn\[tpe\]'"):
+        make_plan(SweepConfig(out=str(tmp_path / "o"), searcher="tpe"))
+    assert not (tmp_path / "o").exists()

@@ -76,7 +76,13 @@ class DiscreteSearcher(StatefulSearcher):
         # served by the first free candidate that matches it.
         self._initial = [dict(c) for c in initial]
 
+    @classmethod
+    def check_dependencies(cls) -> None:
+        """Raises ImportError naming what to install when this searcher cannot be built here; a sweep asks before
+        Ray starts, so a missing optional dependency is not first met in a search actor."""
+
     # ---- Ray Tune interface -------------------------------------------------------------------------------------
+
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec) -> bool:
         if metric:
             self._metric = metric

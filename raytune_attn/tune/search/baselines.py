@@ -49,21 +49,29 @@ class TPESearcher(DiscreteSearcher):
     _TRIES = 20
 
     def __init__(self, space, *, n_startup: int = 10, **kw):
-        try:
-            import optuna
-        except ImportError as e:
-            raise ImportError("the tpe searcher needs Optuna: pip install 'raytune-attn[tpe]'") from e
-        self._optuna, self.n_startup = optuna, int(n_startup)
+        self._optuna, self.n_startup = self._import_optuna(), int(n_startup)
         super().__init__(space, **kw)
         from raytune_attn.tune.search.encoding import Encoding
 
         self._encoding = Encoding(self.space)
         self._X = self._encoding.transform(self.candidates)
-        D = optuna.distributions
+        D = self._optuna.distributions
         self._params = [p for p in self.space.params if len(p.values) > 1]
         self._dists = {p.name: (D.IntDistribution(0, len(p.values) - 1) if p.encoding in ("log2", "index")
                                 else D.CategoricalDistribution(list(p.values))) for p in self._params}  # fmt: skip
         self._reset()
+
+    @classmethod
+    def check_dependencies(cls) -> None:
+        cls._import_optuna()
+
+    @staticmethod
+    def _import_optuna():
+        try:
+            import optuna
+        except ImportError as e:
+            raise ImportError("the tpe searcher needs Optuna: pip install 'raytune-attn[tpe]'") from e
+        return optuna
 
     def _reset(self) -> None:
         if not hasattr(self, "_dists"):

@@ -74,6 +74,7 @@ def make_plan(config: SweepConfig) -> Plan:
         prior = _prior(out)
     _check_out(out, name, config.resume)
     _check_cluster(config.address)
+    _check_searcher(config.searcher)
     if config.warm_start and not config.resume:  # kept absolute in sweep.json: a resume may run elsewhere
         config = dataclasses.replace(config, warm_start=str(Path(config.warm_start).expanduser().resolve()))
     return Plan(config=config, name=name, out=out, problems=_problem_sets(config.problems),
@@ -172,6 +173,19 @@ def _check_cluster(address: str | None) -> None:
     found = ray_cluster(address, timeout=_CLUSTER_PROBE_S, connect=False)
     if not found["reachable"]:
         raise SweepUsageError(f"--address {address}: {found['status']}")
+
+
+def _check_searcher(name: str) -> None:
+    """The searcher's module imported and its optional dependencies found before Ray starts. A missing part of the
+    tune extra (scikit-optimize for gp) propagates as the ModuleNotFoundError the entry point turns into the install
+    command; Optuna for tpe is named here."""
+    from raytune_attn.tune.search import searcher_class
+
+    cls = searcher_class(name)
+    try:
+        cls.check_dependencies()
+    except ImportError as e:
+        raise SweepUsageError(f"--searcher {name}: {e}") from None
 
 
 def _warm(path: str | None):
