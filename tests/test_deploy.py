@@ -206,7 +206,12 @@ def test_rayjob_runs_the_pipeline_with_tracking_uri():
         assert (ROOT / f).exists(), f  # the image copies the repository to /opt/raytune-attn
     dockerfiles = [(DEPLOY / "docker" / n).read_text() for n in ("Dockerfile.cuda", "Dockerfile.rocm")]
     assert all("/opt/raytune-attn" in d and "pip install" in d for d in dockerfiles)
-    assert "ray[default,tune]==2.60.0" in dockerfiles[1] and "rayproject/ray:2.60.0" in dockerfiles[0]
+    bases = [re.search(r"^FROM rayproject/ray:(\S+)", d, re.M) for d in dockerfiles]
+    assert all(bases), "both images start from Ray's image"
+    # The same Ray and Python on every pod of the cluster (Ray refuses a worker whose Python differs from the head's),
+    # and the Ray of the manifests.
+    versions = [b.group(1).split("-")[:2] for b in bases]
+    assert versions[0] == versions[1] and versions[0][0] == docs["RayJob"]["spec"]["rayClusterSpec"]["rayVersion"]
 
 
 # ------------------------------------------------------------------------------------------------ MLflow server
