@@ -13,7 +13,7 @@ class DeviceInfo:
     vendor: str  # "nvidia", "amd" or "cpu" (Triton interpreter)
     arch: str  # "sm90", "gfx942", ... or "interpreter"
     name: str  # "NVIDIA H100 80GB HBM3", ...
-    accelerator_type: str  # Ray's accelerator_type resource name, e.g. "H100", "AMD-Instinct-MI300X-OAM"
+    accelerator_type: str  # the model token of `name` (gpu_model): "H100", "MI300X", "CPU" for the interpreter
     runtime_version: str  # CUDA or ROCm version; "" on CPU
     driver: str
 
@@ -32,16 +32,19 @@ def detect(device: int | torch.device | None = None) -> DeviceInfo:
     props = torch.cuda.get_device_properties(device if device is not None else torch.cuda.current_device())
     if torch.version.hip:
         arch = props.gcnArchName.split(":")[0]
-        return DeviceInfo("amd", arch, props.name, _ray_accelerator_type(props.name), torch.version.hip, _driver())
+        return DeviceInfo("amd", arch, props.name, gpu_model(props.name), torch.version.hip, _driver())
     arch = f"sm{props.major}{props.minor}"
-    accel = _ray_accelerator_type(props.name)
+    accel = gpu_model(props.name)
     return DeviceInfo("nvidia", arch, props.name, accel, torch.version.cuda or "", _driver())
 
 
-def _ray_accelerator_type(name: str) -> str:
-    """Ray's `accelerator_type:<X>` naming: the model token of the product name (H100, A100, L4, MI300X...).
+def gpu_model(name: str) -> str:
+    """The model token of a device name as torch reports it: "NVIDIA H100 80GB HBM3" -> "H100", "AMD Instinct
+    MI300X" -> "MI300X", "cpu" -> "cpu".
 
-    Mirrors what Ray's accelerator managers report, without importing Ray into the runtime.
+    For NVIDIA datacenter GPUs this is Ray's `accelerator_type` name too; Ray names AMD GPUs by PCI id
+    ("AMD-Instinct-MI300X-OAM") and some other GPUs differently by version, so the runtime matches an artifact's
+    entries by the model of the device name each one recorded (`gpu`), never by Ray's name.
     """
     tokens = name.replace("NVIDIA", "").replace("AMD", "").replace("Instinct", "").split()
     for t in tokens:

@@ -11,10 +11,12 @@ Loading
     A corrupt, tampered, malformed or wrong-schema artifact raises `ArtifactError` naming the file and the problem.
 
 Which entries apply (decided once, at load)
-    The device is detected once at load (`device.detect()` on the current device) and cached. An entry applies
-    when its accelerator type AND arch equal the device's, its Triton version equals the running Triton's full
-    version (or the running one is in the entry's declared `triton_compatible` range; an empty version matches
-    nothing), and its kernel_source_hash equals this kernel's (`provenance.kernel_source_hash()`): a config
+    The device is detected once at load (`device.detect()` on the current device) and cached. An entry applies when
+    it was measured on this GPU model and arch (the model of the device name it recorded, `gpu`, equal to this
+    device's: `device.gpu_model`; Ray's accelerator type name, which the entry also carries, differs from torch's
+    device name on AMD; an entry without `gpu` compares accelerator types), its Triton version equals the running
+    Triton's full version (or the running one is in the entry's declared `triton_compatible` range; an empty version
+    matches nothing), and its kernel_source_hash equals this kernel's (`provenance.kernel_source_hash()`): a config
     measured on another GPU, compiler or kernel is not known to be valid or fast here. The dtype is part of the
     lookup key: an entry never serves a call of another dtype. If some entries do not apply, ONE `RuntimeWarning`
     per artifact names it and what differs (how many entries for each reason) and those entries are ignored: the
@@ -119,9 +121,20 @@ def _resolve(path_or_uri: str | os.PathLike) -> list[Path]:
     return found
 
 
+def _same_gpu(e: dict, device: Any) -> bool:
+    """The entry was measured on this device's GPU model and arch."""
+    from raytune_attn.device import gpu_model
+
+    if e["arch"] != device.arch:
+        return False
+    if e.get("gpu"):
+        return gpu_model(e["gpu"]) == gpu_model(device.name)
+    return e["accelerator_type"] == device.accelerator_type
+
+
 def _why_not(e: dict, device: Any, triton_version: str, kernel_hash: str) -> str | None:
     """Why an entry does not apply here ("device", "triton", "kernel"), or None when it does."""
-    if e["accelerator_type"] != device.accelerator_type or e["arch"] != device.arch:
+    if not _same_gpu(e, device):
         return "device"
     if not _artifact.triton_matches(e, triton_version):
         return "triton"
@@ -134,9 +147,9 @@ def _differences(ignored: dict[str, list[dict]], device: Any, triton_version: st
     """What differs, one phrase per reason, for the warning."""
     out = []
     if ignored.get("device"):
-        tuned_on = sorted({f"{e['accelerator_type']} ({e['arch']})" for e in ignored["device"]})
+        tuned_on = sorted({f"{e.get('gpu') or e['accelerator_type']} ({e['arch']})" for e in ignored["device"]})
         out.append(f"{len(ignored['device'])} tuned on {', '.join(tuned_on)}, not on this "
-                   f"{device.accelerator_type} ({device.arch})")
+                   f"{device.name} ({device.arch})")
     if ignored.get("triton"):
         versions = sorted({e.get("triton_version") or "an unrecorded version" for e in ignored["triton"]})
         out.append(f"{len(ignored['triton'])} tuned with Triton {', '.join(versions)}, this process runs Triton "

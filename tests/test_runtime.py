@@ -9,7 +9,7 @@ import triton
 
 from raytune_attn import artifact, provenance, runtime
 from raytune_attn.config import default_config, validate_config
-from raytune_attn.device import DeviceInfo, detect
+from raytune_attn.device import DeviceInfo, detect, gpu_model
 from raytune_attn.problem import Problem
 from raytune_attn.tune import results, winners
 
@@ -102,10 +102,26 @@ def test_other_gpu_warns_once_and_falls_back(tmp_path):
         assert look(E1) == (default_config(64), "default")
     msgs = [str(x.message) for x in w if issubclass(x.category, RuntimeWarning)]
     assert len(msgs) == 1, msgs
-    assert f"tuned on {h100.accelerator_type} (sm90)" in msgs[0] and str(path) in msgs[0]
+    assert f"tuned on {h100.name} (sm90), not on this {HERE.name}" in msgs[0] and str(path) in msgs[0]
     assert t.n_usable == 0 and t.ignored["device"] == 5
     # the same artifact loaded for a matching device applies
     assert runtime.load_configs(path, device_info=h100).n_usable == 5
+
+
+@pytest.mark.parametrize("ray_name", ["AMD-Instinct-MI300X-OAM", "GPU"])
+def test_entries_apply_by_the_gpu_model_they_recorded_not_by_rays_name(tmp_path, ray_name):
+    """A sweep's entries carry the accelerator type Ray placed the trials by (on an MI300X node
+    "AMD-Instinct-MI300X-OAM", on a node without the resource "GPU") and the device name torch gave the trial
+    ("AMD Instinct MI300X"); the runtime detects "MI300X" from the same name there, and the entries apply. Another
+    GPU model of the same arch does not."""
+    tuned = DeviceInfo("amd", "gfx942", "AMD Instinct MI300X", ray_name, "6.4", "")
+    path = make_artifact(tmp_path, provenance.collect(tuned))
+    here = DeviceInfo("amd", "gfx942", "AMD Instinct MI300X", gpu_model("AMD Instinct MI300X"), "6.4", "")
+    assert here.accelerator_type == "MI300X" != ray_name
+    assert runtime.load_configs(path, device_info=here).n_usable == 5
+    other = DeviceInfo("amd", "gfx942", "AMD Instinct MI325X", gpu_model("AMD Instinct MI325X"), "6.4", "")
+    with pytest.warns(RuntimeWarning, match="tuned on AMD Instinct MI300X .gfx942., not on this AMD Instinct MI325X"):
+        assert runtime.load_configs(path, device_info=other).n_usable == 0
 
 
 def test_same_gpu_other_arch_is_not_used(tmp_path):

@@ -265,7 +265,7 @@ def format_table(info: dict[str, Any]) -> str:
         for d in g["devices"]:
             rt = d.get("runtime_version", "")
             rows.append((f"  gpu {d['index']}", f"{d['name']}  vendor={d['vendor']} arch={d['arch']} "
-                                                f"accelerator_type={d['accelerator_type']}" + (f" runtime={rt}" if rt
+                                                f"model={d['accelerator_type']}" + (f" runtime={rt}" if rt
                                                                                                else "")))
     else:
         mode = "TRITON_INTERPRET=1: kernels run in the Triton interpreter" if g["interpreter"] else \
