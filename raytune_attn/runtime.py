@@ -187,7 +187,13 @@ def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str 
             + "; ".join(_differences(ignored, device, triton_version, kernel_hash))
         ))
     vendor = device.vendor
+    served: set[str] = set()
     for e in usable:
+        # Entries of one problem under two of Ray's names for this GPU model (two node types, or a node without the
+        # resource): the first serves, which in merged artifacts is the newest artifact's.
+        if e["problem_key"] in served:
+            continue
+        served.add(e["problem_key"])
         p = Problem.from_key(e["problem_key"])
         cfg = check(e["config"], head_dim=p.head_dim, vendor=vendor, dtype=p.dtype, group=p.gqa_group)
         if e["problem_key"].startswith("paged-"):  # never a dense or varlen call's: looked up by paged_runtime
