@@ -192,47 +192,31 @@ def test_one_warning_names_every_difference(tmp_path):
     assert t.ignored == {"device": 1, "triton": 1, "kernel": 1} and t.n_usable == 2
 
 
-def test_a_directory_of_artifacts_is_merged_newest_first(tmp_path):
+@pytest.mark.parametrize("older_accel", [None, "GPU"], ids=["same name", "untyped older"])
+def test_a_directory_of_artifacts_is_merged_newest_first(tmp_path, older_accel):
+    """Per problem the newest artifact's entry serves; also where the older one recorded another of Ray's names for
+    this GPU model (a node without the accelerator_type resource: "GPU"), which applies here too."""
     base = make_artifact(tmp_path)
     (tmp_path / "old").mkdir()
     (tmp_path / "new").mkdir()
     bigger = {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 1, "SPLIT_MASK": False}
 
+    def older(doc):
+        doc["created"] = "2000-01-01T00:00:00+00:00"
+        if older_accel:
+            doc["entries"] = [dict(e, accelerator_type=older_accel) for e in doc["entries"]]
+
     def newer(doc):
         doc["created"] = "2999-01-01T00:00:00+00:00"
         doc["entries"] = [dict(e, config=bigger) for e in doc["entries"] if e["problem_key"] == E4.key]
 
-    edited(base, "old/best_configs.json", lambda doc: doc.update(created="2000-01-01T00:00:00+00:00"))
+    edited(base, "old/best_configs.json", older)
     edited(base, "new/best_configs.json", newer)
     base.unlink()
     t = runtime.load_configs(tmp_path)
-    assert t.n_usable == 5 and t.source.startswith("2 artifacts merged (")
+    assert t.n_usable == 5 and t.source.startswith("2 artifacts merged (")  # the problems served, each once
     assert look(E4) == (validate_config(bigger, head_dim=32, vendor=HERE.vendor), f"exact:{E4.key}")
     assert look(E1) == (full(E1), f"exact:{E1.key}")  # only in the older artifact: kept
-
-
-def test_one_problem_under_two_ray_names_of_this_gpu_is_served_by_the_newest_artifact(tmp_path):
-    """Merged artifacts keep one entry per (accelerator type, problem); two of Ray's names for this GPU model (a
-    typed and an untyped node) both apply here, and the newest artifact's entry serves, as for one name."""
-    base = make_artifact(tmp_path)
-    (tmp_path / "old").mkdir()
-    (tmp_path / "new").mkdir()
-    bigger = {"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 1, "SPLIT_MASK": False}
-
-    def untyped_older(doc):
-        doc["created"] = "2000-01-01T00:00:00+00:00"
-        doc["entries"] = [dict(e, accelerator_type="GPU") for e in doc["entries"]]
-
-    def newer(doc):
-        doc["created"] = "2999-01-01T00:00:00+00:00"
-        doc["entries"] = [dict(e, config=bigger) for e in doc["entries"] if e["problem_key"] == E4.key]
-
-    edited(base, "old/best_configs.json", untyped_older)
-    edited(base, "new/best_configs.json", newer)
-    base.unlink()
-    assert runtime.load_configs(tmp_path).n_usable == 5  # the problems served, each once
-    assert look(E4) == (validate_config(bigger, head_dim=32, vendor=HERE.vendor), f"exact:{E4.key}")
-    assert look(E1) == (full(E1), f"exact:{E1.key}")
 
 
 def test_environment_variable(tmp_path, monkeypatch):
