@@ -1,5 +1,6 @@
 """`raytune-attn doctor`'s MLflow line: what it says of each kind of tracking URI, before any sweep opens it."""
 
+import sys
 from pathlib import Path
 
 from raytune_attn.tune import doctor
@@ -44,3 +45,14 @@ def test_sqlite_file_and_absolute_read_every_sqlite_form(tmp_path, monkeypatch):
     assert absolute("sqlite+pysqlite:///a/m.db") == f"sqlite+pysqlite:///{tmp_path.resolve() / 'a' / 'm.db'}"
     assert absolute("sqlite:////abs/m.db") == "sqlite:////abs/m.db"
     assert absolute("http://host:5000") == "http://host:5000"
+
+
+def test_doctor_reports_mlflow_missing_instead_of_failing(tmp_path, monkeypatch):
+    """Without MLflow the doctor still runs (the rest of the tuner is there) and says what is missing."""
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    info = doctor.collect(address="127.0.0.1:1", tracking_uri=f"sqlite:///{tmp_path / 'm.db'}", timeout=1,
+                          connect=False)
+    line = next(ln for ln in doctor.format_table(info).splitlines()
+                if ln.startswith("MLflow ") and not ln.startswith("MLflow URI"))
+    assert line.split(None, 1)[1] == ("NOT USABLE: MLflow is not installed: a sweep logs to it unless --no-mlflow "
+                                      "(pip install 'raytune-attn[tune]')")

@@ -1,18 +1,21 @@
 """`raytune-attn doctor`: what this machine and its cluster offer a sweep, checked without changing anything.
 
-- GPUs: every device torch sees, with vendor (nvidia/amd), architecture and Ray's `accelerator_type` name; without
-  one, the Triton interpreter on the CPU (and whether TRITON_INTERPRET is set).
+- GPUs: every device torch sees, with vendor (nvidia/amd), architecture and GPU model (`device.gpu_model`); without
+  one, the Triton interpreter on the CPU (and whether TRITON_INTERPRET is set). Ray's `accelerator_type` names are
+  in the Ray section's node lines.
 - Versions: Python, torch (+ CUDA/ROCm), Triton, Ray, MLflow, raytune-attn.
 - Ray: the cluster `--address` names (default `auto`: $RAY_ADDRESS, else the one `ray start` on this machine
   recorded). It never starts a cluster: it resolves the address, opens a TCP connection to the GCS (or asks a
   dashboard's `/api/version` for `http://` addresses) and, when that answers, connects as a driver for the list of
   nodes and their GPU / `accelerator_type:*` resources. "not running" is a finding, not an error.
 - MLflow: the tracking URI (`--tracking-uri`, $MLFLOW_TRACKING_URI, else `sqlite:///./mlflow.db`) and whether it
-  is reachable (server `/health`, or the SQLite file / its folder).
+  is reachable (server `/health`, or the SQLite file / its folder); "not installed" where MLflow is missing (a
+  sweep needs it unless `--no-mlflow`), which doctor reports instead of failing.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import platform
@@ -196,13 +199,23 @@ def _ray_nodes(address: str) -> dict[str, Any]:
         ray.shutdown()
 
 
+def _importable(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules, as if not installed
+        return False
+
+
 def mlflow_tracking(tracking_uri: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
     """The tracking URI the sweep would use and whether it is reachable."""
-    from raytune_attn.tune.tracking import resolve_tracking_uri
-    from raytune_attn.tune.tracking_uri import check_tracking_uri, sqlite_file
+    from raytune_attn.tune.tracking_uri import check_tracking_uri, resolve_tracking_uri, sqlite_file
 
     uri = resolve_tracking_uri(tracking_uri)
     out: dict[str, Any] = {"uri": uri, "reachable": False}
+    if not _importable("mlflow"):
+        out.update(usable=False, status="MLflow is not installed: a sweep logs to it unless --no-mlflow "
+                                        "(pip install 'raytune-attn[tune]')")
+        return out
     try:
         check_tracking_uri(uri)  # the words `tune` refuses it with
     except ValueError as e:
