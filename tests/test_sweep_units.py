@@ -814,3 +814,14 @@ def test_the_plan_names_a_searchers_missing_dependency_before_anything_starts(tm
     with pytest.raises(SweepUsageError, match=r"--searcher tpe: .*pip install 'raytune-attn\[tpe\]'"):
         make_plan(SweepConfig(out=str(tmp_path / "o"), searcher="tpe"))
     assert not (tmp_path / "o").exists()
+
+
+def test_the_plan_refuses_to_log_to_mlflow_where_it_is_not_installed(tmp_path, monkeypatch):
+    """Without MLflow a sweep that would log is refused before Ray starts, naming --no-mlflow; with it, it plans."""
+    from raytune_attn.tune.sweep.plan import make_plan
+
+    monkeypatch.setitem(sys.modules, "mlflow", None)
+    with pytest.raises(SweepUsageError, match=r"MLflow is not installed: .*or pass --no-mlflow"):
+        make_plan(SweepConfig(out=str(tmp_path / "o"), tracking_uri=f"sqlite:///{tmp_path / 'm.db'}"))
+    assert make_plan(SweepConfig(out=str(tmp_path / "o"), no_mlflow=True)).tracking_uri is None
+    assert not (tmp_path / "o").exists()

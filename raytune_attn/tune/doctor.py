@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import platform
@@ -199,20 +198,13 @@ def _ray_nodes(address: str) -> dict[str, Any]:
         ray.shutdown()
 
 
-def _importable(module: str) -> bool:
-    try:
-        return importlib.util.find_spec(module) is not None
-    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules, as if not installed
-        return False
-
-
 def mlflow_tracking(tracking_uri: str | None = None, timeout: float = 5.0) -> dict[str, Any]:
     """The tracking URI the sweep would use and whether it is reachable."""
-    from raytune_attn.tune.tracking_uri import check_tracking_uri, resolve_tracking_uri, sqlite_file
+    from raytune_attn.tune.tracking_uri import check_tracking_uri, mlflow_installed, resolve_tracking_uri, sqlite_file
 
     uri = resolve_tracking_uri(tracking_uri)
     out: dict[str, Any] = {"uri": uri, "reachable": False}
-    if not _importable("mlflow"):
+    if not mlflow_installed():
         out.update(usable=False, status="MLflow is not installed: a sweep logs to it unless --no-mlflow "
                                         "(pip install 'raytune-attn[tune]')")
         return out

@@ -20,6 +20,16 @@ HTTP_DEFAULTS = {"MLFLOW_HTTP_REQUEST_TIMEOUT": "10", "MLFLOW_HTTP_REQUEST_MAX_R
                  "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1"}
 
 
+def mlflow_installed() -> bool:
+    """Whether MLflow can be imported here, found without importing it."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec("mlflow") is not None
+    except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules, as if not installed
+        return False
+
+
 def resolve_tracking_uri(tracking_uri: str | None = None) -> str:
     """The argument, else $MLFLOW_TRACKING_URI, else `sqlite:///<cwd>/mlflow.db`."""
     if tracking_uri:

@@ -211,8 +211,10 @@ def _space(path: str | None):
 def _tracking_uri(config: SweepConfig) -> str | None:
     if config.no_mlflow:
         return None
-    from raytune_attn.tune.tracking_uri import check_tracking_uri, probe_server, resolve_tracking_uri
+    from raytune_attn.tune.tracking_uri import check_tracking_uri, mlflow_installed, probe_server, resolve_tracking_uri
 
+    if not mlflow_installed():  # else the logging actor would fail on it after Ray started
+        raise SweepUsageError("MLflow is not installed: pip install 'raytune-attn[tune]', or pass --no-mlflow")
     uri = absolute(check_tracking_uri(resolve_tracking_uri(config.tracking_uri)))  # as this driver sees it
     probe_server(uri)  # a dead tracking server: a few seconds, before Ray starts
     return uri
