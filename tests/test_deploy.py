@@ -128,6 +128,15 @@ def _link_utils(bindir: Path) -> None:
     ("rocm-smi", 'echo "GPU[0] : Card Series: AMD Instinct MI300X OAM"; echo "GPU[0] : GFX Version: gfx942"\n',
      '--resources={"accelerator_type:AMD-Instinct-MI300X-OAM":1} '
      '--labels=raytune-attn/vendor=amd,raytune-attn/arch=gfx942'),
+    ("rocm-smi", 'echo "GPU[0] : Card Series: AMD Instinct MI325X"; echo "GPU[0] : GFX Version: gfx942"\n',
+     '--resources={"accelerator_type:AMD-Instinct-MI325X-OAM":1} '
+     '--labels=raytune-attn/vendor=amd,raytune-attn/arch=gfx942'),
+    ("rocm-smi", 'echo "GPU[0] : Card Series: AMD Instinct MI250"; echo "GPU[0] : GFX Version: gfx90a"\n',
+     '--resources={"accelerator_type:AMD-Instinct-MI250X-MI250":1} '
+     '--labels=raytune-attn/vendor=amd,raytune-attn/arch=gfx90a'),
+    ("rocm-smi", 'echo "GPU[0] : Card Series: AMD Instinct MI210"; echo "GPU[0] : GFX Version: gfx90a"\n',
+     '--resources={"accelerator_type:AMD-Instinct-MI210":1} '
+     '--labels=raytune-attn/vendor=amd,raytune-attn/arch=gfx90a'),
     (None, "", "--labels=raytune-attn/vendor=cpu"),
 ])
 def test_onprem_node_resources_script(tmp_path, tool, script, expect):

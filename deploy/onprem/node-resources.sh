@@ -26,8 +26,11 @@ elif command -v amd-smi >/dev/null 2>&1 || command -v rocm-smi >/dev/null 2>&1; 
   model="$(grep -oE 'MI[0-9]{3}[A-Z]?' <<<"$info" | head -n1 || true)"
   if [[ -n "$model" ]]; then
     vendor=amd
+    # Ray's names for these models (ray/_private/accelerators/amd_gpu.py, by PCI id): the OAM modules carry -OAM,
+    # the MI250 (not X) is named after the MI250X; the sweep and Ray's own detection then agree on the node's type.
     case "$model" in
-      MI300X) accel=AMD-Instinct-MI300X-OAM ;;
+      MI300X|MI308X|MI325X) accel="AMD-Instinct-$model-OAM" ;;
+      MI250) accel=AMD-Instinct-MI250X-MI250 ;;
       *) accel="AMD-Instinct-$model" ;;
     esac
     arch="$(grep -oE 'gfx[0-9a-f]+' <<<"$info" | head -n1 || true)"
