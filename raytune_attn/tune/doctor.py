@@ -269,9 +269,8 @@ def format_table(info: dict[str, Any]) -> str:
         rows.append(("GPUs", f"{g['count']} ({g['vendor']})"))
         for d in g["devices"]:
             rt = d.get("runtime_version", "")
-            rows.append((f"  gpu {d['index']}", f"{d['name']}  vendor={d['vendor']} arch={d['arch']} "
-                                                f"model={d['accelerator_type']}" + (f" runtime={rt}" if rt
-                                                                                               else "")))
+            finding = f"{d['name']}  vendor={d['vendor']} arch={d['arch']} model={d['accelerator_type']}"
+            rows.append((f"  gpu {d['index']}", finding + (f" runtime={rt}" if rt else "")))
     else:
         mode = "TRITON_INTERPRET=1: kernels run in the Triton interpreter" if g["interpreter"] else \
             "set TRITON_INTERPRET=1 to run kernels in the Triton interpreter"
