@@ -121,6 +121,30 @@ def test_load_counts_finished_trials_once_and_marks_those_left_in_flight(tmp_pat
     assert again.interrupted == () and again.done_count("CPU/" + KEY1) == 2
 
 
+def test_a_resume_cuts_a_ledger_line_a_write_left_short_and_keeps_every_row(tmp_path, caplog):
+    """A full disk or power loss can leave the ledger's last line short; the resume cuts it back to the last whole
+    line (saying so), reads the rest, and appends after it. What was measured is in the rows, all kept."""
+    space = load_space("cpu/interpreter")
+    cfgs = space.configs()[:2]
+    led = Ledger(tmp_path / resume.LEDGER_NAME)
+    led.append({"kind": "attempt", "attempt": 1})
+    led.append({"kind": "trial", "attempt": 1, "trial_id": "t0", "search": "CPU/" + KEY1, "accel": "CPU",
+                "problem": P1, "inner": "i0", "config": cfgs[0]})
+    whole = led.path.read_bytes()
+    led.append({"kind": "trial", "attempt": 1, "trial_id": "t1", "search": "CPU/" + KEY1, "accel": "CPU",
+                "problem": P1, "inner": "i1", "config": cfgs[1]})
+    led.path.write_bytes(led.path.read_bytes()[:-20])  # t1's line cut short
+    results.write_trials([_row("t0", "ok", cfgs[0], 1), _row("t1", "ok", cfgs[1], 2)], tmp_path / "trials")
+    with caplog.at_level("WARNING", logger=resume.__name__):
+        prior = resume.load(tmp_path)
+    assert "its last line was cut short" in caplog.text and str(led.path) in caplog.text
+    assert led.path.read_bytes() == whole
+    assert prior.attempt == 2 and [r["trial_id"] for r in prior.done["CPU/" + KEY1]] == ["t0", "t1"]
+    assert prior.interrupted == ()
+    led.append({"kind": "attempt", "attempt": 2})
+    assert [r["kind"] for r in led.records()] == ["attempt", "trial", "attempt"]
+
+
 def test_replay_rebuilds_a_search_that_never_suggests_a_measured_config_again():
     space = load_space("cpu/interpreter")
     first = make_searcher("random", space, seed=5)

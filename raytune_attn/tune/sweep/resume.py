@@ -59,7 +59,13 @@ def load(out: Path) -> Resume:
     from raytune_attn.tune import results
     from raytune_attn.tune.sweep.searcher import search_key
 
-    records = Ledger(out / LEDGER_NAME).records()
+    ledger = Ledger(out / LEDGER_NAME)
+    dropped = ledger.drop_torn_tail()
+    if dropped:
+        log.warning("%s: its last line was cut short (a write interrupted by a full disk or power loss); dropped %d "
+                    "bytes, at most one event: a trial in flight then runs again if its search still wants it",
+                    ledger.path, dropped)
+    records = ledger.records()
     attempt = 1 + sum(r["kind"] == "attempt" for r in records)
     try:
         rows = logged_trials(out)

@@ -9,7 +9,8 @@ Two files in the output directory:
 
 Every document and line carries its format name, version and the SHA-256 of its payload (canonical JSON). A reader
 refuses anything else (not JSON, another format, a newer version, a checksum that does not match, a truncated line)
-with a `ResumeStateError` that names the file (and line), in milliseconds: nothing is executed or waited on.
+with a `ResumeStateError` that names the file (and line), in milliseconds: nothing is executed or waited on. The one
+repair: a resume cuts a ledger's last line that a write left short (`Ledger.drop_torn_tail`) and says so.
 """
 
 from __future__ import annotations
@@ -89,6 +90,20 @@ class Ledger:
             os.write(fd, line.encode())
         finally:
             os.close(fd)
+
+    def drop_torn_tail(self) -> int:
+        """Cut a last line that a write left short (a full disk, power loss: a kill leaves whole lines) back to the
+        last whole line, so the file reads and appends again; the bytes dropped (0 for a whole file). The lost
+        record is at most one event: a trial handed out (its row, if it ended, is in the results), the MLflow
+        parents of an attempt, or the attempt's own mark."""
+        if not self.path.exists():
+            return 0
+        data = self.path.read_bytes()
+        if not data or data.endswith(b"\n"):
+            return 0
+        keep = data.rfind(b"\n") + 1
+        os.truncate(self.path, keep)
+        return len(data) - keep
 
     def records(self) -> list[dict]:
         """Every record, in order ([] when the file does not exist); ResumeStateError at the first bad line."""
