@@ -38,15 +38,14 @@ def main(argv=None) -> int:
                                      head_dim=p.head_dim, causal=p.causal, dtype=p.dtype, varlen=False)
         ok, err = accept(raytune_attn.attention(w.q, w.k, w.v, causal=p.causal), reference(w))
         row = {"problem_key": key, "lookup": how, "config": config, "rel_err": err, "correct": ok}
-        fns = {"raytune-attn": lambda w=w, p=p: raytune_attn.attention(w.q, w.k, w.v, causal=p.causal)}
-        fns.update({f"sdpa-{b}": _sdpa_fn(b, w) for b in ("flash", "cudnn")})
-        for name, fn in fns.items():
+        ours = row["raytune-attn"] = tflops(p.flops(), median_ms(
+            lambda w=w, p=p: raytune_attn.attention(w.q, w.k, w.v, causal=p.causal), rep_ms=200))
+        for b in ("flash", "cudnn"):
             try:
-                row[name] = tflops(p.flops(), median_ms(fn, rep_ms=200))
+                row[f"sdpa-{b}"] = tflops(p.flops(), median_ms(_sdpa_fn(b, w), rep_ms=200))
             except RuntimeError:  # a backend this GPU or torch build lacks (cuDNN on ROCm): no column
-                row[name] = None
+                row[f"sdpa-{b}"] = None
         rows.append(row)
-        ours = row["raytune-attn"]
         base = [f"{name} {row[name]:.1f} (x {ours / row[name]:.2f})" for name in ("sdpa-flash", "sdpa-cudnn")
                 if row[name]]
         print(f"{key}: raytune-attn {ours:.1f} TFLOP/s ({how}); {', '.join(base) or 'no SDPA baseline here'}")
