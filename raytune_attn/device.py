@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass
 
 import torch
@@ -40,7 +41,7 @@ def detect(device: int | torch.device | None = None) -> DeviceInfo:
 
 def gpu_model(name: str) -> str:
     """The model token of a device name as torch reports it: "NVIDIA H100 80GB HBM3" -> "H100", "AMD Instinct
-    MI300X" -> "MI300X", "cpu" -> "cpu".
+    MI300X" -> "MI300X", "NVIDIA GeForce RTX 4090" -> "GeForce-RTX-4090", "cpu" -> "cpu".
 
     For NVIDIA datacenter GPUs this is Ray's `accelerator_type` name too; Ray names AMD GPUs by PCI id
     ("AMD-Instinct-MI300X-OAM") and some other GPUs differently by version, so the runtime matches an artifact's
@@ -49,7 +50,10 @@ def gpu_model(name: str) -> str:
     tokens = name.replace("NVIDIA", "").replace("AMD", "").replace("Instinct", "").split()
     for t in tokens:
         if any(c.isdigit() for c in t) and t[0].isalpha():
-            return t.split("-")[0]
+            return re.split(r"[-/]", t)[0]  # "A100-SXM4-80GB", "MI250X/MI250"
+    for i, t in enumerate(tokens):  # a bare model number ("GeForce RTX 4090"): the words up to it, as Ray does
+        if t[0].isdigit():
+            return "-".join(tokens[: i + 1])
     return tokens[0] if tokens else "unknown"
 
 
