@@ -20,8 +20,9 @@ Which entries apply (decided once, at load)
     measured on another GPU, compiler or kernel is not known to be valid or fast here. The dtype is part of the
     lookup key: an entry never serves a call of another dtype. If some entries do not apply, ONE `RuntimeWarning`
     per artifact names it and what differs (how many entries for each reason) and those entries are ignored: the
-    default config is used where no other entry serves the call. The torch version is not compared: the kernel is
-    Triton's code, torch only hands it the tensors.
+    default config is used where no other entry serves the call. Entries of other GPUs alone do not warn while some
+    entry serves this one (an artifact of a fleet, tuned on each GPU type); an artifact with nothing for this GPU
+    does. The torch version is not compared: the kernel is Triton's code, torch only hands it the tensors.
 
 Lookup order for a call (`select_config`)
     1. exact: the entry whose problem key equals the call's (kind, batch, hq, hkv, seqlen_q, seqlen_k, head_dim,
@@ -179,7 +180,9 @@ def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str 
         else:
             ignored.setdefault(why, []).append(e)
     table.ignored = {why: len(es) for why, es in ignored.items()}
-    if ignored:
+    # Entries of other GPUs beside some for this one are a fleet's artifact (tuned on each GPU type, merged): no
+    # warning for them alone. Stale entries (Triton, kernel) or none for this GPU warn.
+    if set(ignored) - {"device"} or (ignored and not usable):
         n = sum(table.ignored.values())
         _warn_once(art["checksum"], "ignored", (
             f"raytune-attn: {n} of {len(entries)} config(s) in {source} do not apply here and are ignored (default "

@@ -124,6 +124,24 @@ def test_entries_apply_by_the_gpu_model_they_recorded_not_by_rays_name(tmp_path,
         assert runtime.load_configs(path, device_info=other).n_usable == 0
 
 
+def test_a_fleets_artifact_serves_each_gpu_without_a_warning(tmp_path):
+    """Entries tuned on another GPU beside this GPU's (the artifacts of two GPU types merged) are ignored quietly;
+    their count is kept. With nothing for this GPU, the load warns."""
+    other = DeviceInfo("amd", "gfx942", "AMD Instinct MI300X", "AMD-Instinct-MI300X-OAM", "6.4", "")
+    if HERE.vendor == "amd":
+        other = DeviceInfo("nvidia", "sm90", "NVIDIA H100 80GB HBM3", "H100", "12.4", "")
+    (tmp_path / "here").mkdir()
+    (tmp_path / "other").mkdir()
+    make_artifact(tmp_path / "here", problems=[E1, E4])
+    make_artifact(tmp_path / "other", provenance.collect(other))
+    t, msgs = warnings_of(lambda: runtime.load_configs(tmp_path))
+    assert msgs == [] and t.n_usable == 2 and t.ignored == {"device": 5}
+    assert look(E1) == (full(E1), f"exact:{E1.key}")
+    runtime.clear_configs()
+    _, msgs = warnings_of(lambda: runtime.load_configs(tmp_path / "other"))
+    assert len(msgs) == 1 and f"5 tuned on {other.name}" in msgs[0]
+
+
 def test_same_gpu_other_arch_is_not_used(tmp_path):
     other = DeviceInfo(HERE.vendor, "sm80" if HERE.arch != "sm80" else "sm90", HERE.name, HERE.accelerator_type,
                        "", "")
