@@ -165,6 +165,8 @@ def test_parent_and_child_runs_over_rest(logged):
     assert [tags(c)["status"] for c in children] == ["ok", "invalid", "ok", "ok"]
     assert tags(children[1])["reason"] == "BLOCK_M too big"
     assert params(children[2]) == {"BLOCK_M": "64", "BLOCK_N": "16", "num_warps": "2"}
+    # Named by trial id and config, so a search's trials read as what they tried where the UI lists them.
+    assert children[2]["info"]["run_name"] == f"{tags(children[2])['trial_id']} M64 N16 w2"
     assert metrics(children[2])["compile_s"] == pytest.approx(0.2)
 
     hist = api(url, "GET", "metrics/get-history", params={"run_id": logged["children"][2], "metric_key": "tflops"})

@@ -45,6 +45,8 @@ from mlflow.tracking import MlflowClient
 from raytune_attn.artifact import float_or_none
 from raytune_attn.config import KNOBS
 from raytune_attn.problem import Problem
+from raytune_attn.tune.report import config_str
+from raytune_attn.tune.results import row_config
 from raytune_attn.tune.tracking_uri import (  # noqa: F401 - DEFAULT_DB is part of this module's API
     DEFAULT_DB,
     apply_http_env,
@@ -214,7 +216,9 @@ class SweepTracker:
             "problem_key": handle.problem.key,
             "accelerator_type": handle.accelerator_type,
         }
-        run = self.client.create_run(handle.experiment_id, tags=tags, run_name=trial_id)
+        # The config in the name: a search's trials, listed under it in the UI, read as what they tried.
+        name = f"{trial_id} {config_str(row_config(row), short=True)}"
+        run = self.client.create_run(handle.experiment_id, tags=tags, run_name=name)
         run_id = run.info.run_id
         params = [Param(k, _s(row[k])) for k in KNOBS if row.get(k) is not None and row.get(k) == row.get(k)]
         metrics = []
