@@ -39,7 +39,9 @@ from raytune_attn.tune.search.priors import Priors, parse_priors
 SCHEMA_VERSION = 1
 VENDORS = ("nvidia", "amd", "cpu")
 ENCODINGS = ("log2", "index", "categorical")
-SPACES_DIR = Path(__file__).resolve().parents[3] / "search_spaces"
+# The package's link to the repository's search_spaces/ (a wheel holds the files themselves), resolved so that
+# messages name the files where a clone keeps them.
+SPACES_DIR = (Path(__file__).resolve().parents[1] / "search_spaces").resolve()
 _KEYS = ("schema_version", "vendor", "arch", "parameters", "constraints", "description", "start", "moves", "coupled")
 
 

@@ -27,7 +27,8 @@ from raytune_attn import footprint
 from raytune_attn.problem import Problem
 
 SCHEMA_VERSION = 1
-PROBLEMS_DIR = Path(__file__).resolve().parents[3] / "pipelines" / "problems"
+# The package's link to the repository's pipelines/problems/ (a wheel holds the files themselves).
+PROBLEMS_DIR = (Path(__file__).resolve().parents[1] / "problem_sets").resolve()
 _TOP_KEYS = {"schema_version", "name", "description", "defaults", "problems"}
 
 
