@@ -48,11 +48,14 @@ def test_an_install_of_the_wheel_loads_spaces_and_problem_sets_by_name(wheel, tm
             "from raytune_attn.tune.search.space import SPACES_DIR, load_space\n"
             "from raytune_attn.tune.sweep.problems import PROBLEMS_DIR, load_problems\n"
             "print(raytune_attn.__file__, SPACES_DIR, PROBLEMS_DIR)\n"
-            "print(load_space('nvidia/sm90').size, len(load_problems('standard')))\n")
+            "print(load_space('nvidia/sm90').size, len(load_problems('standard')))\n"
+            "print(load_space('search_spaces/nvidia/sm90.yaml').size,"
+            " len(load_problems('pipelines/problems/standard.yaml')))\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env={"PYTHONPATH": str(site), "PATH": ""},
                          capture_output=True, text=True, timeout=300, check=True).stdout.split("\n")
     assert all(p.startswith(str(site)) for p in out[0].split())  # the installed files, not this clone's
     from raytune_attn.tune.search.space import load_space
     from raytune_attn.tune.sweep.problems import load_problems
 
-    assert out[1].split() == [str(load_space("nvidia/sm90").size), str(len(load_problems("standard")))]
+    sizes = [str(load_space("nvidia/sm90").size), str(len(load_problems("standard")))]
+    assert out[1].split() == out[2].split() == sizes  # by name, and by the repository's path from elsewhere

@@ -185,11 +185,13 @@ def _default_encoding(values: Sequence) -> str:
 def load_space(path: str | Path) -> SearchSpace:
     """Load and validate a search-space YAML file; raise SpaceError naming the file, the key and the problem.
 
-    `path` may also be a name relative to `search_spaces/`, e.g. "nvidia/sm90" or "nvidia/sm90.yaml".
+    `path` may also be a shipped space by name, e.g. "nvidia/sm90", "nvidia/sm90.yaml", or the repository's path
+    "search_spaces/nvidia/sm90.yaml" from anywhere (an installed package holds the spaces itself).
     """
     p = Path(path)
     if not p.exists():
-        alt = SPACES_DIR / (str(path) if str(path).endswith((".yaml", ".yml")) else f"{path}.yaml")
+        name = str(path).removeprefix("search_spaces/")
+        alt = SPACES_DIR / (name if name.endswith((".yaml", ".yml")) else f"{name}.yaml")
         if not alt.exists():
             raise FileNotFoundError(f"no search-space file {path} (nor {alt})")
         p = alt

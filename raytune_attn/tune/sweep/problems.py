@@ -37,11 +37,13 @@ class ProblemSetError(ValueError):
 
 
 def resolve_path(path: str | Path) -> Path:
-    """`path` as given, else a name under pipelines/problems/ (e.g. "standard" or "standard.yaml")."""
+    """`path` as given, else a shipped set by name ("standard", "standard.yaml", or the repository's path
+    "pipelines/problems/standard.yaml" from anywhere: an installed package holds the sets itself)."""
     p = Path(path)
     if p.exists():
         return p
-    name = str(path) if str(path).endswith((".yaml", ".yml")) else f"{path}.yaml"
+    name = str(path).removeprefix("pipelines/problems/")
+    name = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
     alt = PROBLEMS_DIR / name
     if alt.exists():
         return alt
