@@ -26,8 +26,8 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("needs a GPU: the artifact's configs are tuned for one", file=sys.stderr)
         return 2
-    raytune_attn.load_configs(args.artifact)
-    keys = sorted({e["problem_key"] for e in json.load(open(args.artifact))["entries"]})
+    table = raytune_attn.load_configs(args.artifact)  # checked, and merged where a directory is given
+    keys = sorted({e["problem_key"] for e in table.artifact["entries"]})
     rows = []
     for key in keys:
         p = Problem.from_key(key)
