@@ -131,7 +131,9 @@ def test_every_script_command_line_names_a_script_and_its_flags():
     names = sorted({name for _, name, _ in uses})
     missing = [n for n in names if not (ROOT / (n if n.endswith(".py") else n.replace(".", "/") + ".py")).is_file()]
     assert not missing, f"command lines name scripts that do not exist: {missing}"
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "250", "TRITON_INTERPRET": "1"}
+    # the clone first, then whatever the environment's path holds (a host whose Ray comes from PYTHONPATH)
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "PYTHONPATH": path, "COLUMNS": "250", "TRITON_INTERPRET": "1"}
     run = subprocess.run([sys.executable, "-c", _HELPS, *names], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=600)
     assert run.returncode == 0, run.stderr[-2000:]

@@ -7,9 +7,12 @@ import pytest
 
 pytest.importorskip("transformers")
 
+from conftest import interpreter_only  # noqa: E402
+
 from benchmarks import hf_decode_configs as hfd  # noqa: E402
 
 
+@interpreter_only  # --tiny is the CPU form (float32 tensors on the CPU); the GPU form is a benchmark
 def test_every_grid_config_matches_sdpa_in_the_integrations_layout(tmp_path):
     assert hfd.main(["--tiny", "--out", str(tmp_path)]) == 0
     import pandas as pd

@@ -2,6 +2,7 @@
 type, and a resume refuses rows measured on another Triton or kernel source (sweep/stack.py)."""
 
 import pytest
+from conftest import HAS_GPU
 
 from raytune_attn import provenance
 from raytune_attn.tune.sweep.config import SweepUsageError
@@ -64,7 +65,8 @@ def test_the_benchmark_actor_reports_the_stack_it_runs_and_the_host_of_each_rung
 
     bench = _Bench("CPU")
     assert bench.info()["software"] == provenance.software()
-    p = Problem.from_key("dense-b1-hq2-hkv2-sq32-sk32-d16-full-float32")
+    # float32 runs only in the interpreter; on a GPU the same tiny problem in float16
+    p = Problem.from_key(f"dense-b1-hq2-hkv2-sq32-sk32-d16-full-{'float16' if HAS_GPU else 'float32'}")
     cfg = {"BLOCK_M": 16, "BLOCK_N": 16, "PRE_LOAD_V": False, "num_warps": 4, "num_stages": 1, "SPLIT_MASK": True}
     out = bench.run(p.to_dict(), cfg, 1, 1.0, True)
     assert out["status"] == "ok" and out["host"] == provenance.software()["hostname"]

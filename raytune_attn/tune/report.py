@@ -157,12 +157,20 @@ def summarize(df) -> list[ProblemSummary]:
 # ---------------------------------------------------------------------------------------------------- text
 
 
+def _missing(v: Any) -> bool:
+    """None or NaN (of any float type); a value that is no number at all is not missing."""
+    try:
+        return v is None or math.isnan(v)
+    except TypeError:
+        return False
+
+
 def _num(v: float, fmt: str = "{:.1f}") -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else fmt.format(v)
+    return "-" if _missing(v) else fmt.format(v)
 
 
 def _tflops(v: float) -> str:
-    return "-" if v is None or (isinstance(v, float) and math.isnan(v)) else tflops_text(v)
+    return "-" if _missing(v) else tflops_text(v)
 
 
 def _speed(v: float) -> str:
@@ -170,7 +178,7 @@ def _speed(v: float) -> str:
 
 
 def _secs(v: float) -> str:
-    if v is None or math.isnan(v):
+    if _missing(v):
         return "-"
     return f"{v:.0f} s" if v < 120 else f"{v / 60:.1f} min"
 
