@@ -130,6 +130,9 @@ def test_every_knob_has_a_label_and_every_config_renders():
                              short=True) == "M16 N64 w4 s2 seg8"
     assert report.config_str({"BLOCK_M": 128, "PERSISTENT": True, "LPT_GROUP": 4, "BAND_LAUNCH": False},
                              short=True) == "M128 pers lpt4"
+    assert report.config_str({"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 2, "SPLIT_MASK": True,
+                              "maxnreg": 0, "LPT_GROUP": 0}, short=True) == "M128 N64 w4 s2 split"
+    assert report.config_str({"maxnreg": 168}, short=True) == "nreg168"
 
 
 def test_report_of_a_paged_sweep(tmp_path):

@@ -38,7 +38,9 @@ def _f(v: Any) -> float:
 
 
 def config_str(cfg: dict[str, Any], short: bool = False) -> str:
-    """`BLOCK_M=128 BLOCK_N=64 ...` (booleans only when set), or the short `M128 N64 w8 s3 preV` form."""
+    """`BLOCK_M=128 BLOCK_N=64 ...`, or the short `M128 N64 w8 s3 preV` form, which leaves out booleans that are off
+    and knobs at 0 (no register cap, no LPT grouping, the compiler's default): what a config sets, not what it
+    leaves."""
     parts = []
     for k in KNOBS:
         if k not in cfg:
@@ -46,7 +48,7 @@ def config_str(cfg: dict[str, Any], short: bool = False) -> str:
         v = cfg[k]
         if short:
             label = KNOB_LABELS.get(k, k)
-            parts.append(label if v is True else None if v is False else f"{label}{v}")
+            parts.append(label if v is True else None if v is False or v == 0 else f"{label}{v}")
         else:
             parts.append(f"{k}={v}")
     return " ".join(p for p in parts if p) or "-"
