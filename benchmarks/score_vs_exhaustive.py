@@ -18,6 +18,7 @@ prints group A's trials to 2% over group B's, with its 95% bootstrap interval ov
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 from collections.abc import Sequence
 
 import pandas as pd
@@ -85,12 +86,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     for spec, (_, _, path) in zip(args.sweep, sweeps, strict=True):
         if not path:
             ap.error(f"--sweep takes RUN=trials.parquet, got {spec!r}")
-    groups = {run.partition("/")[0] for run, _, _ in sweeps if "/" in run}
+    groups = Counter(run.partition("/")[0] for run, _, _ in sweeps if "/" in run)
     for spec in args.ratio:
         pair = spec.split(":")
-        if len(pair) != 2 or not set(pair) <= groups:
+        if len(pair) != 2 or not set(pair) <= set(groups):
             ap.error(f"--ratio takes A:B, two groups of the --sweep runs ({', '.join(sorted(groups)) or 'none'}), "
                      f"got {spec!r}")
+        if few := [g for g in pair if groups[g] < 2]:
+            ap.error(f"--ratio {spec}: its interval draws each group's sweeps again, which needs at least 2 a group; "
+                     + ", ".join(f"{g} has {groups[g]}" for g in few))
     lands = {k: v for k, v in load_landscapes(args.landscape).items() if len(v) >= args.min_configs}
     rows = []
     for run, _, path in sweeps:

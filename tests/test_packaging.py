@@ -13,6 +13,19 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ("pyproject.toml", "README.md", "raytune_attn", "search_spaces", "pipelines/problems")
 
 
+def _isolation():
+    """pip's isolated build downloads the build backend, which a host without a package index cannot; where this
+    environment already has a setuptools that pyproject.toml's build requirement accepts, the build uses it."""
+    try:
+        import setuptools
+        import tomllib  # Python 3.11+
+        from packaging.requirements import Requirement
+    except ImportError:
+        return []
+    (need,) = tomllib.loads((ROOT / "pyproject.toml").read_text())["build-system"]["requires"]
+    return ["--no-build-isolation"] if Requirement(need).specifier.contains(setuptools.__version__) else []
+
+
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
     """A wheel built from a copy of the sources (links kept as links, as git keeps them)."""
@@ -25,7 +38,7 @@ def wheel(tmp_path_factory):
         else:
             shutil.copy2(ROOT / name, src / name)
     dist = tmp_path_factory.mktemp("dist")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", str(src), "-w", str(dist)],
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", *_isolation(), str(src), "-w", str(dist)],
                    check=True, capture_output=True, text=True, timeout=600)
     (whl,) = dist.glob("raytune_attn-*.whl")
     return whl

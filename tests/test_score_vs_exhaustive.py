@@ -110,6 +110,16 @@ def test_a_ratio_of_groups_not_given_is_refused_before_scoring(ratio, capsys):
     assert "--ratio takes A:B, two groups of the --sweep runs (a, b)" in capsys.readouterr().err
 
 
+def test_a_ratio_of_a_group_with_one_sweep_is_refused_before_scoring(capsys):
+    from benchmarks.score_vs_exhaustive import main
+
+    with pytest.raises(SystemExit):
+        main(["--landscape", "nowhere.parquet", "--sweep", "a/s0=x.parquet", "--sweep", "a/s1=x.parquet",
+              "--sweep", "b/s0=y.parquet", "--ratio", "a:b", "--out", "unused.csv"])  # fmt: skip
+    assert "--ratio a:b: its interval draws each group's sweeps again, which needs at least 2 a group; b has 1" in (
+        capsys.readouterr().err)
+
+
 def test_help_prints(capsys):
     from benchmarks.score_vs_exhaustive import main
 
