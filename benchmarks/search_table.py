@@ -60,17 +60,36 @@ def load_cell(path: Path, key: str | None):
     return load_landscape(path, select={"problem_key": key} if key else {})
 
 
+def remeasure_clash(files: list[Path]) -> str | None:
+    """What makes `files` unusable together as --remeasured, or None: a missing or unreadable file, or two files
+    re-measuring the same problem of the same table (each run has its own clock and scale; their rounds mixed would
+    give medians of neither)."""
+    seen: dict[tuple[str, str], Path] = {}
+    for f in files:
+        if not f.is_file():
+            return f"--remeasured {f}: no such file"
+        try:
+            pairs = pd.read_parquet(f, columns=["landscape", "problem_key"]).drop_duplicates()
+        except Exception as e:  # pyarrow raises several types for a file that is not a re-measure
+            return f"--remeasured {f}: not a re-measure table with landscape and problem_key columns ({e})"
+        for pair in pairs.itertuples(index=False, name=None):
+            if pair in seen:
+                return f"--remeasured {seen[pair]} and {f} both re-measure {pair[0]} {pair[1]}: give one of them"
+            seen[pair] = f
+    return None
+
+
 def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float, seed_start: int = 0,
-            remeasured: Path | None = None, screen: bool = False) -> dict[str, list]:  # fmt: skip
+            remeasured: list[Path] = (), screen: bool = False) -> dict[str, list]:  # fmt: skip
     """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, over seeds `seed_start` ..
-    `seed_start + seeds - 1`. `remeasured`: a re-measure of the table's best configs (benchmarks.landscape_remeasure)
-    whose medians replace their recorded values; `screen`: the candidates a sweep would screen
-    (replay.sweep_screen)."""
+    `seed_start + seeds - 1`. `remeasured`: re-measures of tables' best configs (benchmarks.landscape_remeasure)
+    whose medians replace their recorded values where one of them has this landscape; `screen`: the candidates a
+    sweep would screen (replay.sweep_screen)."""
     land = load_cell(path, key)
-    if remeasured is not None and key:
+    if remeasured and key:
         from benchmarks.landscape_remeasure import refined
 
-        land = refined(land, pd.read_parquet(remeasured), path=path, key=key)
+        land = refined(land, pd.concat([pd.read_parquet(f) for f in remeasured]), path=path, key=key)
     out = {}
     for col, name, opts in VARIANTS:
         s = replay(land, [name], budget=budget, seeds=seeds, seed_start=seed_start, noise=noise,
@@ -172,8 +191,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--no-warm", dest="warm", action="store_false", help="Leave out the warm-start table.")
     ap.add_argument("--warm-from", type=Path, help="Only a warm-start table: each landscape started from this "
                     "results table (instead of the main table and WARM_PAIRS), at one --noise level (default 0).")
-    ap.add_argument("--remeasured", type=Path, help="A re-measure of the tables' best configs (benchmarks."
-                    "landscape_remeasure --out): its medians replace their recorded values where it has them.")
+    ap.add_argument("--remeasured", type=Path, action="append", default=[], help="A re-measure of tables' best "
+                    "configs (benchmarks.landscape_remeasure --out): its medians replace their recorded values where "
+                    "it has them (repeatable; no two files may re-measure the same problem of the same table).")
     a = ap.parse_args(argv)
     paths = a.landscape or DEVELOPED_ON
     if a.seeds < 1 or a.budget < 1:
@@ -184,8 +204,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.error("--seed-start must be at least 0")
     if a.section and not a.write:
         ap.error("--section names where --write puts the table: give --write FILE with it")
-    if a.remeasured and not a.remeasured.is_file():
-        ap.error(f"--remeasured {a.remeasured}: no such file")
+    if problem := remeasure_clash(a.remeasured):
+        ap.error(problem)
     if a.warm_from and not a.warm_from.is_file():
         ap.error(f"--warm-from {a.warm_from}: no such file")
     if a.warm_from and (len(a.noise or []) > 1 or not a.warm):
@@ -214,7 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
            + f" --keys-per-file {a.keys_per_file} --seeds {a.seeds}"
            + (f" --seed-start {a.seed_start}" if a.seed_start else "") + f" --budget {a.budget}"
            + "".join(f" --noise {n}" for n in a.noise or []) + ("" if a.warm else " --no-warm")
-           + (f" --remeasured {a.remeasured}" if a.remeasured else "") + (" --screen" if a.screen else "")
+           + "".join(f" --remeasured {f}" for f in a.remeasured) + (" --screen" if a.screen else "")
            + (f" --warm-from {a.warm_from}" if a.warm_from else "")
            + (f" --section {a.section}" if a.section else ""))  # fmt: skip
     last = a.seed_start + a.seeds - 1

@@ -97,3 +97,48 @@ def test_search_table_refuses_a_missing_remeasure_before_any_replay(tmp_path, ca
                            "--no-warm"])  # fmt: skip
     assert e.value.code == 2
     assert "--remeasured" in capsys.readouterr().err
+
+
+def test_search_table_refuses_two_remeasures_of_one_problem_before_any_replay(tmp_path, capsys):
+    path = _table(tmp_path)
+    first, second = tmp_path / "first.parquet", tmp_path / "second.parquet"
+    _remeasure(path, {(64, 32): [97.0, 95.0]}).to_parquet(first, index=False)
+    _remeasure(path, {(32, 16): [96.0, 96.5]}).to_parquet(second, index=False)
+    with pytest.raises(SystemExit) as e:
+        search_table_main(["--landscape", f"{path}::{KEY}", "--remeasured", str(first), "--remeasured", str(second),
+                           "--seeds", "1", "--budget", "1", "--no-warm"])  # fmt: skip
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert f"both re-measure {path.stem} {KEY}" in err and "first.parquet" in err and "second.parquet" in err
+
+
+def test_search_table_refuses_a_remeasure_without_its_columns(tmp_path, capsys):
+    bad = tmp_path / "bad.parquet"
+    pd.DataFrame({"config": ["{}"], "tflops": [1.0]}).to_parquet(bad, index=False)
+    with pytest.raises(SystemExit) as e:
+        search_table_main(["--remeasured", str(bad), "--seeds", "1", "--budget", "1", "--no-warm"])
+    assert e.value.code == 2
+    assert "bad.parquet: not a re-measure table" in capsys.readouterr().err
+
+
+def test_measure_refines_each_table_from_the_file_that_re_measured_it(tmp_path):
+    # Two tables, each re-measured in its own file: given both files, each replay reads its own table's medians,
+    # the same figures as given its file alone.
+    a, b = _table(tmp_path, "a"), _table(tmp_path, "b")
+    rm_a = tmp_path / "rm_a.parquet"
+    rm_b = tmp_path / "rm_b.parquet"
+    # Re-measured, (32, 16) beats the recorded best of a; of b nothing changes rank.
+    _remeasure(a, {(64, 32): [90.0, 91.0, 90.5], (32, 16): [101.0, 100.5, 101.5]}).to_parquet(rm_a, index=False)
+    _remeasure(b, {(64, 32): [101.0, 100.0], (32, 16): [99.0, 99.5]}).to_parquet(rm_b, index=False)
+    from benchmarks.search_table import measure
+
+    for path, own in ((a, rm_a), (b, rm_b)):
+        both = measure(path, KEY, seeds=2, budget=4, noise=0.0, remeasured=[rm_a, rm_b])
+        alone = measure(path, KEY, seeds=2, budget=4, noise=0.0, remeasured=[own])
+        assert both == alone
+    land = load_landscape(a, select={"problem_key": KEY})
+    refined_a = refined(land, pd.concat([pd.read_parquet(rm_a), pd.read_parquet(rm_b)]), path=a, key=KEY)
+    recorded_best = land.space.key({"BLOCK_M": 64, "BLOCK_N": 32, "num_warps": 4})
+    new_best = land.space.key({"BLOCK_M": 32, "BLOCK_N": 16, "num_warps": 4})
+    assert max(land.values, key=land.values.get) == recorded_best
+    assert max(refined_a.values, key=refined_a.values.get) == new_best
