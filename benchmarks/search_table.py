@@ -60,7 +60,7 @@ def load_cell(path: Path, key: str | None):
     return load_landscape(path, select={"problem_key": key} if key else {})
 
 
-def remeasure_clash(files: list[Path]) -> str | None:
+def remeasure_clash(files: Sequence[Path]) -> str | None:
     """What makes `files` unusable together as --remeasured, or None: a missing or unreadable file, or two files
     re-measuring the same problem of the same table (each run has its own clock and scale; their rounds mixed would
     give medians of neither)."""
@@ -80,7 +80,7 @@ def remeasure_clash(files: list[Path]) -> str | None:
 
 
 def measure(path: Path, key: str | None, *, seeds: int, budget: int, noise: float, seed_start: int = 0,
-            remeasured: list[Path] = (), screen: bool = False) -> dict[str, list]:  # fmt: skip
+            remeasured: Sequence[Path] = (), screen: bool = False) -> dict[str, list]:  # fmt: skip
     """Column -> [median, worst, seeds within 2% by the budget] of evaluations to 98%, over seeds `seed_start` ..
     `seed_start + seeds - 1`. `remeasured`: re-measures of tables' best configs (benchmarks.landscape_remeasure)
     whose medians replace their recorded values where one of them has this landscape; `screen`: the candidates a

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from benchmarks.landscape_remeasure import refined, summary, top_configs
-from benchmarks.search_table import landscapes
+from benchmarks.search_table import landscapes, measure
 from benchmarks.search_table import main as search_table_main
 from raytune_attn.tune.search.landscape import load_landscape
 
@@ -130,8 +130,6 @@ def test_measure_refines_each_table_from_the_file_that_re_measured_it(tmp_path):
     # Re-measured, (32, 16) beats the recorded best of a; of b nothing changes rank.
     _remeasure(a, {(64, 32): [90.0, 91.0, 90.5], (32, 16): [101.0, 100.5, 101.5]}).to_parquet(rm_a, index=False)
     _remeasure(b, {(64, 32): [101.0, 100.0], (32, 16): [99.0, 99.5]}).to_parquet(rm_b, index=False)
-    from benchmarks.search_table import measure
-
     for path, own in ((a, rm_a), (b, rm_b)):
         both = measure(path, KEY, seeds=2, budget=4, noise=0.0, remeasured=[rm_a, rm_b])
         alone = measure(path, KEY, seeds=2, budget=4, noise=0.0, remeasured=[own])
