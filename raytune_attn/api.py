@@ -53,6 +53,8 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     or write out of bounds."""
     inputs.check_forward_only(q, k, v)
     inputs.check_varlen(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k)
+    # The kernel reads the offsets at unit stride: a strided view (a column of a wider tensor) is copied.
+    cu_seqlens_q, cu_seqlens_k = cu_seqlens_q.contiguous(), cu_seqlens_k.contiguous()
     if config is None:
         config = _select(cu_seqlens_q.numel() - 1, q.shape[1], k.shape[1], max_seqlen_q, max_seqlen_k, q.shape[2],
                          causal, q.dtype, True)

@@ -220,7 +220,8 @@ def _validate_entry(e: Any, where: str) -> None:
     except ValueError as err:
         raise ArtifactError(f"{where}: {err}") from None
     try:
-        check(_current(e["config"]), head_dim=problem.head_dim, vendor=e.get("vendor") or "cpu", dtype=problem.dtype)
+        check(_current(e["config"]), head_dim=problem.head_dim, vendor=e.get("vendor") or "cpu", dtype=problem.dtype,
+              group=problem.gqa_group)
     except InvalidConfig as err:
         raise ArtifactError(f"{where} ({e['problem_key']}): invalid config: {err}") from None
 

@@ -52,6 +52,8 @@ def _check_common(q, k, v, rank: int, layout: str):
         raise ValueError(f"dtype {q.dtype} is not supported: use float16, bfloat16 or float32")
     if not (q.device == k.device == v.device):
         raise ValueError(f"q, k and v must be on one device, got {q.device}, {k.device}, {v.device}")
+    if q.device.type == "meta":
+        raise ValueError("q, k and v are meta tensors (no data): the kernels need CPU (interpreter) or GPU tensors")
     if q.device.type == "cpu" and not interpreter_enabled():
         raise ValueError("CPU tensors run only in the Triton interpreter: set TRITON_INTERPRET=1 or use a GPU")
     d = q.shape[-1]

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from raytune_attn.config import KNOBS
+from raytune_attn.config import KNOBS, InvalidConfig
 from raytune_attn.inputs import check_forward_only
 
 _KNOB_NAMES = tuple(KNOBS)
@@ -32,10 +32,18 @@ def encode_config(config: Mapping[str, Any] | None) -> list[int] | None:
         return None
     unknown = sorted(set(config) - set(KNOBS))
     if unknown:
-        from raytune_attn.config import InvalidConfig
-
         raise InvalidConfig(f"unknown knob(s) {unknown}; known knobs are {sorted(KNOBS)}")
-    return [int(config[k]) if k in config else -1 for k in _KNOB_NAMES]
+    return [_encode_value(k, config[k]) if k in config else -1 for k in _KNOB_NAMES]
+
+
+def _encode_value(knob: str, value: Any) -> int:
+    """A knob's value as an int, refused (not coerced) where `raytune_attn.attention` would refuse its type; -1 is
+    the unset marker, so no negative value crosses (no knob takes one)."""
+    if KNOBS[knob] is bool and not isinstance(value, bool):
+        raise InvalidConfig(f"knob {knob} must be a bool, got {value!r}")
+    if KNOBS[knob] is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+        raise InvalidConfig(f"knob {knob} must be a non-negative int, got {value!r}")
+    return int(value)
 
 
 def decode_config(encoded: list[int] | None) -> dict[str, Any] | None:

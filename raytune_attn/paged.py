@@ -1,6 +1,10 @@
 """`paged_attention`: attention of packed queries over a paged KV cache (decode, speculative groups and prefill
 chunks in one call), the layout of vLLM and flash-attn's paged KV.
 
+Forward only: inputs that need a gradient (grad mode on) raise `inputs.ForwardOnlyError`. bfloat16 on the CPU (the
+Triton interpreter, which computes through NumPy and has no bfloat16) is computed in float32 and cast back, with
+the config looked up for bfloat16, as in `raytune_attn.attention`.
+
 Host synchronisation: none on GPU. Every check here reads shapes, dtypes, devices and strides only; the grid
 comes from shapes and `max_seqlen_q`. The values of `cu_seqlens_q`, `seqused_k` and `block_table` are checked
 on the host only when they live on the CPU (the interpreter), where reading them costs nothing; on GPU the
@@ -15,6 +19,7 @@ import numbers
 import torch
 
 from raytune_attn.device import interpreter_enabled
+from raytune_attn.inputs import check_forward_only
 from raytune_attn.kernels.paged_attn import paged_attn_fwd
 from raytune_attn.paged_runtime import select_paged_config
 from raytune_attn.validation import check_paged as check_paged_config
@@ -45,14 +50,21 @@ def paged_attention(q, k_cache, v_cache, *, block_table, seqused_k, cu_seqlens_q
         config: a paged config (knobs: `kernels.paged_config`; rules: `validation.check_paged`); default: the
             tuned artifact's entry for this call's shape bucket, else `default_paged_config` (`paged_runtime`).
     """
+    check_forward_only(q, k_cache, v_cache)
     check_paged(q, k_cache, v_cache, block_table, seqused_k, cu_seqlens_q, max_seqlen_q, max_seqlen_k)
     scale = _scale(softmax_scale, q.shape[-1])
     out = _output(out, q)
-    group = q.shape[1] // k_cache.shape[2]
     if config is None:  # from host ints and shapes only: no sync (paged_runtime)
         config = select_paged_config(q, k_cache, block_table, max_seqlen_q, max_seqlen_k)
     else:
-        config = check_paged_config(config, head_dim=q.shape[-1], group=group)
+        config = check_paged_config(config, head_dim=q.shape[-1], group=q.shape[1] // k_cache.shape[2])
+    # The kernel reads the per-sequence tensors at unit stride: a strided view (a column of a wider tensor) is copied.
+    seqused_k, cu_seqlens_q = seqused_k.contiguous(), cu_seqlens_q.contiguous()
+    if q.dtype is torch.bfloat16 and q.device.type == "cpu":
+        result = paged_attn_fwd(q.float().contiguous(), k_cache.float(), v_cache.float(), torch.empty(q.shape),
+                                block_table, seqused_k, cu_seqlens_q, max_seqlen_q, config, causal=causal,
+                                scale=scale)
+        return out.copy_(result)
     if q.stride(-1) != 1:
         q = q.contiguous()
     return paged_attn_fwd(q, k_cache, v_cache, out, block_table, seqused_k, cu_seqlens_q, max_seqlen_q, config,
@@ -89,8 +101,8 @@ def _check_tensors(q, k_cache, v_cache):
     _, page, hkv, d = k_cache.shape
     if q.shape[-1] != d or not 1 <= d <= MAX_HEAD_DIM:
         raise ValueError(f"head dims must agree and be 1..{MAX_HEAD_DIM}: q {q.shape[-1]}, caches {d}")
-    if hkv == 0 or q.shape[1] % hkv:
-        raise ValueError(f"query heads ({q.shape[1]}) must be a multiple of the caches' KV heads ({hkv})")
+    if hkv == 0 or q.shape[1] == 0 or q.shape[1] % hkv:
+        raise ValueError(f"query heads ({q.shape[1]}) must be a positive multiple of the caches' KV heads ({hkv})")
     if page not in _PAGE_SIZES:
         raise ValueError(f"block_size (k_cache.shape[1]) must be one of {_PAGE_SIZES}, got {page}")
     if k_cache.stride(-1) != 1 or v_cache.stride(-1) != 1:
@@ -110,6 +122,9 @@ def _check_metadata(q, block_table, seqused_k, cu_seqlens_q) -> int:
     if seqused_k.shape[0] != num_seqs or cu_seqlens_q.shape[0] != num_seqs + 1:
         raise ValueError(f"block_table has {num_seqs} rows: seqused_k needs {num_seqs} entries (has "
                          f"{seqused_k.shape[0]}) and cu_seqlens_q {num_seqs + 1} (has {cu_seqlens_q.shape[0]})")
+    if num_seqs == 0 and q.shape[0]:
+        raise ValueError(f"q has {q.shape[0]} tokens but block_table has no sequence (cu_seqlens_q must rise from 0 "
+                         f"to total_q={q.shape[0]})")
     if block_table.stride(1) != 1:
         raise ValueError("block_table must be contiguous in its last dimension")
     return num_seqs

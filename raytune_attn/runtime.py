@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from raytune_attn import artifact as _artifact
-from raytune_attn.config import default_config
+from raytune_attn.config import InvalidConfig, default_config
 from raytune_attn.problem import Problem
 from raytune_attn.validation import check
 
@@ -173,10 +173,10 @@ def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str 
     entries = art["entries"]
     ignored: dict[str, list[dict]] = {}
     usable = []
-    for e in entries:
+    for i, e in enumerate(entries):
         why = _why_not(e, device, triton_version, kernel_hash)
         if why is None:
-            usable.append(e)
+            usable.append((i, e))
         else:
             ignored.setdefault(why, []).append(e)
     table.ignored = {why: len(es) for why, es in ignored.items()}
@@ -191,14 +191,18 @@ def index(art: dict[str, Any], device: Any, triton_version: str, *, source: str 
         ))
     vendor = device.vendor
     served: set[str] = set()
-    for e in usable:
+    for i, e in usable:
         # Entries of one problem under two of Ray's names for this GPU model (two node types, or a node without the
         # resource): the first serves, which in merged artifacts is the newest artifact's.
         if e["problem_key"] in served:
             continue
         served.add(e["problem_key"])
         p = Problem.from_key(e["problem_key"])
-        cfg = check(e["config"], head_dim=p.head_dim, vendor=vendor, dtype=p.dtype, group=p.gqa_group)
+        try:
+            cfg = check(e["config"], head_dim=p.head_dim, vendor=vendor, dtype=p.dtype, group=p.gqa_group)
+        except InvalidConfig as err:  # valid where it was tuned (artifact.load checks that) but not on this device
+            raise _artifact.ArtifactError(f"{source}: entries[{i}] ({e['problem_key']}): its config cannot run on "
+                                          f"this {vendor} device: {err}") from None
         if e["problem_key"].startswith("paged-"):  # never a dense or varlen call's: looked up by paged_runtime
             table.paged.append((p, cfg))
             continue

@@ -97,6 +97,25 @@ def test_half_precision_on_every_device_matches_sdpa(dtype):
     assert out.dtype == dtype and rel_err(out, ref) < tolerance(dtype, DEVICE)
 
 
+def test_strided_offsets_read_as_their_values():
+    """cu_seqlens given as a column of a wider tensor (stride 2) give the contiguous result."""
+    q, k, v = rand(22, 4, 16), rand(22, 2, 16), rand(22, 2, 16)
+    cu = torch.tensor([0, 17, 22], dtype=torch.int32, device=DEVICE)
+    strided = torch.stack([cu, torch.full_like(cu, -1)], 1)[:, 0]
+    assert strided.stride(0) == 2
+    want = ra.varlen_attention(q, k, v, cu, cu, 17, 17, causal=True)
+    assert torch.equal(ra.varlen_attention(q, k, v, strided, strided, 17, 17, causal=True), want)
+
+
+def test_bool_softmax_scale_and_meta_tensors_are_refused():
+    q = rand(1, 2, 8, 16)
+    with pytest.raises(ValueError, match="softmax_scale must be a positive finite number, got True"):
+        ra.attention(q, q, q, softmax_scale=True)
+    meta = torch.empty(1, 2, 8, 16, device="meta", dtype=DTYPE)
+    with pytest.raises(ValueError, match="meta tensors"):
+        ra.attention(meta, meta, meta)
+
+
 def test_inputs_that_need_grad_are_refused_as_forward_only():
     from raytune_attn import ops
     from raytune_attn.inputs import ForwardOnlyError

@@ -42,6 +42,20 @@ def test_config_encoding_round_trip():
         ops.encode_config({"BLOCK_Q": 16})
 
 
+@pytest.mark.parametrize("config, match", [
+    ({"BLOCK_M": "16"}, "BLOCK_M must be a non-negative int"),
+    ({"BLOCK_M": 16.9}, "BLOCK_M must be a non-negative int"),
+    ({"BLOCK_M": None}, "BLOCK_M must be a non-negative int"),
+    ({"maxnreg": -1}, "maxnreg must be a non-negative int"),  # -1 is the op's marker for an unset knob
+    ({"PERSISTENT": 1}, "PERSISTENT must be a bool"),
+    ({"num_warps": True}, "num_warps must be a non-negative int"),
+])
+def test_config_values_are_checked_not_coerced(config, match):
+    """What `raytune_attn.attention` refuses by type is refused before the op, not cast to another config."""
+    with pytest.raises(ValueError, match=match):
+        ops.encode_config(config)
+
+
 def test_fake_implementations_give_shapes_without_running():
     with FakeTensorMode():
         q, k, v = (torch.empty(2, 4, 300, 64, dtype=torch.float16) for _ in range(3))

@@ -102,6 +102,35 @@ def test_out_and_scale():
     assert rel_err(out, reference(q, meta, ks, vs, True, 0.3)) < tolerance(DTYPES[0], DEVICE)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_half_dtypes_match_reference(dtype):
+    """fp16 and bf16 on any device (on the CPU the interpreter has no bfloat16: the call computes it in float32)."""
+    q, k_cache, v_cache, meta, ks, vs = make_batch([1, 3, 9], [37, 20, 45], 4, 2, 32, 16, dtype, seed=3)
+    out = paged_attention(q, k_cache, v_cache, config={"NUM_SEGMENTS": 2}, **meta)
+    assert out.dtype == dtype and torch.isfinite(out).all()
+    assert rel_err(out, reference(q, meta, ks, vs, True)) < tolerance(dtype, DEVICE)
+
+
+def test_strided_offsets_read_as_their_values():
+    """seqused_k and cu_seqlens_q given as columns of wider tensors (stride 2) give the contiguous result."""
+    q, k_cache, v_cache, meta, ks, vs = make_batch([1, 3, 9], [37, 20, 45], 4, 2, 32, 16, DTYPES[0], seed=4)
+    strided = {name: torch.stack([meta[name], torch.full_like(meta[name], 10**6)], 1)[:, 0]
+               for name in ("seqused_k", "cu_seqlens_q")}
+    assert all(t.stride(0) == 2 for t in strided.values())
+    out = paged_attention(q, k_cache, v_cache, config={"NUM_SEGMENTS": 2}, **{**meta, **strided})
+    assert rel_err(out, reference(q, meta, ks, vs, True)) < tolerance(DTYPES[0], DEVICE)
+
+
+def test_inputs_needing_a_gradient_are_refused():
+    from raytune_attn.inputs import ForwardOnlyError
+
+    q, k_cache, v_cache, meta, _, _ = make_batch([1, 2], [20, 9], 2, 1, 16, 16, DTYPES[0])
+    with pytest.raises(ForwardOnlyError, match="q requires grad"):
+        paged_attention(q.requires_grad_(), k_cache, v_cache, **meta)
+    with torch.no_grad():
+        assert paged_attention(q, k_cache, v_cache, **meta).grad_fn is None
+
+
 def test_block_id_outside_cache_names_the_table():
     q, k_cache, v_cache, meta, _, _ = make_batch([1, 2], [20, 9], 2, 1, 16, 16, DTYPES[0])
     if meta["block_table"].is_cuda:
@@ -120,6 +149,10 @@ def test_block_id_outside_cache_names_the_table():
     (lambda a: a.update(seqused_k=a["seqused_k"][:1]), "seqused_k"),
     (lambda a: a.update(softmax_scale=-1.0), "softmax_scale"),
     (lambda a: a.update(out=torch.empty(1)), "out must be"),
+    (lambda a: a.update(q=a["q"][:, :0]), r"query heads \(0\)"),
+    # no sequence, yet queries: nothing would write their rows
+    (lambda a: a.update(block_table=a["block_table"][:0], seqused_k=a["seqused_k"][:0],
+                        cu_seqlens_q=a["cu_seqlens_q"][:1]), "no sequence"),
 ])
 def test_bad_input_raises(change, match):
     q, k_cache, v_cache, meta, _, _ = make_batch([1, 2], [20, 9], 4, 2, 16, 16, DTYPES[0])

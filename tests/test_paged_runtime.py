@@ -5,6 +5,7 @@ import pytest
 import triton
 
 from raytune_attn import artifact, paged_runtime, runtime
+from raytune_attn.config import default_config
 from raytune_attn.device import DeviceInfo
 from raytune_attn.kernels.paged_config import default_paged_config
 from raytune_attn.paged_problem import PagedProblem
@@ -101,3 +102,20 @@ def test_nearest_counts_steps_in_both_sequences_and_context(tmp_path):
         assert _call(DECODE, num_seqs=256, max_seqlen_k=32768) == (CFG["MIXED"], "nearest:" + far)
     finally:
         runtime.clear_configs()
+
+
+def test_an_entry_invalid_for_its_gqa_group_is_refused_naming_it(tmp_path):
+    """A paged config is judged with its problem's group (Hq // Hkv) when an artifact is written or read."""
+    key = "paged-n32q1k2049~4096-bs16-hq32-hkv1-d128-bfloat16-seed0"  # group 32: a 16-row tile cannot hold it
+    with pytest.raises(artifact.ArtifactError, match=r"entries\[0\] \(paged-n32q1k2049.*GQA group"):
+        _load(tmp_path, [_entry(key, CFG["DECODE"])])
+
+
+def test_an_entry_that_cannot_run_on_the_device_names_the_file_and_entry(tmp_path):
+    """An entry without a vendor is checked as the interpreter's when read; indexed for an NVIDIA device, an AMD-only
+    knob is an ArtifactError naming the file and the entry, not a bare InvalidConfig."""
+    entry = _entry(DENSE, {**default_config(128), "waves_per_eu": 2})
+    del entry["vendor"]
+    with pytest.raises(artifact.ArtifactError, match=r"best_configs.json: entries\[0\] \(varlen-.*exist only on AMD"):
+        _load(tmp_path, [entry])
+    runtime.clear_configs()

@@ -83,3 +83,37 @@ def test_right_padding_is_refused(saved_model):
     mask = torch.tensor([[1, 1, 1, 0], [1, 1, 1, 1]])
     with torch.no_grad(), pytest.raises(ValueError, match="left padding only"):
         model(input_ids=ids, attention_mask=mask)
+
+
+def _decode_inputs(hq=4, hkv=2, d=16, sk=9, dtype=torch.float32):
+    g = torch.Generator().manual_seed(5)
+    return [torch.randn(2, h, s, d, generator=g).to(DEVICE, dtype) for h, s in ((hq, 1), (hkv, sk), (hkv, sk))]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_decode_step_in_half_precision_matches_sdpa(dtype):
+    """A decode call (one query, no mask) in a half dtype; on the CPU bf16 takes the float32 detour, as the prefill
+    kernel's API does (the interpreter has no bfloat16)."""
+    from reference import rel_err, tolerance
+
+    q, k, v = _decode_inputs(dtype=dtype)
+    out, _ = integration.raytune_attention_forward(torch.nn.Module(), q, k, v, None)
+    ref = torch.nn.functional.scaled_dot_product_attention(*(t.cpu().double() for t in (q, k, v)), enable_gqa=True)
+    assert out.dtype == dtype and out.shape == (2, 1, 4, 16)
+    assert rel_err(out, ref.transpose(1, 2)) < tolerance(dtype, DEVICE)
+
+
+@pytest.mark.parametrize("shapes, error, match", [
+    (dict(hq=3, hkv=2), ValueError, "multiple of key/value heads"),
+    (dict(d=300), ValueError, "head dim 300"),
+    (dict(), "grad", "requires grad"),
+], ids=["heads", "head-dim", "needs-grad"])
+def test_decode_inputs_get_the_prefill_checks(shapes, error, match):
+    """The decode (paged) path refuses what the prefill path refuses, before any launch."""
+    from raytune_attn.inputs import ForwardOnlyError
+
+    q, k, v = _decode_inputs(**shapes)
+    if error == "grad":
+        error, q = ForwardOnlyError, q.requires_grad_()
+    with pytest.raises(error, match=match):
+        integration.raytune_attention_forward(torch.nn.Module(), q, k, v, None)

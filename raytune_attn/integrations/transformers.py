@@ -25,6 +25,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, flash_attention_mask
 
+from raytune_attn import inputs
 from raytune_attn.api import attention
 from raytune_attn.kernels.paged_attn import paged_attn_fwd
 from raytune_attn.kernels.paged_config import default_paged_config
@@ -47,7 +48,13 @@ def raytune_attention_forward(module, query, key, value, attention_mask, dropout
 
 def _paged(query, key, value, attention_mask, causal, scaling, config=None):
     """Attention over transformers' cache read as a paged cache of one page per sequence, with `config` (a paged
-    config, `benchmarks/hf_decode_configs.py` times several) or the default for the call."""
+    config, `benchmarks/hf_decode_configs.py` times several) or the default for the call. The inputs get the checks
+    of `raytune_attn.attention` (the same layout), bfloat16 on the CPU its float32 detour."""
+    inputs.check_forward_only(query, key, value)
+    inputs.check_dense(query, key, value)
+    if query.dtype is torch.bfloat16 and query.device.type == "cpu":  # the interpreter has no bfloat16 (NumPy)
+        out = _paged(query.float(), key.float(), value.float(), attention_mask, causal, scaling, config)
+        return out.to(query.dtype)
     b, hq, sq, d = query.shape
     hkv, sk = key.shape[1], key.shape[2]
     dev = query.device

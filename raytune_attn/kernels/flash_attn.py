@@ -344,7 +344,7 @@ def _scale_of(softmax_scale, head_dim: int) -> float:
     scale = softmax_scale if softmax_scale is not None else head_dim**-0.5
     # The kernel takes each row's max of the raw scores and scales it: that is the max of the scaled scores only
     # for a positive scale (as in flash-attention's kernels).
-    if not (isinstance(scale, numbers.Real) and 0 < scale < float("inf")):
+    if isinstance(scale, bool) or not (isinstance(scale, numbers.Real) and 0 < scale < float("inf")):
         raise ValueError(f"softmax_scale must be a positive finite number, got {softmax_scale!r}")
     return scale
 
