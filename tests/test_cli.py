@@ -95,6 +95,22 @@ def test_unknown_flag_is_one_line_exit_2(path, capsys):
     (["export"], ["RESULTS"]),
     (["nosuchcommand"], ["nosuchcommand"]),
     (["space", "nosuch"], ["nosuch"]),
+    # refused before Ray starts: a negative seed, infinite times (a timing's repetitions are computed from them),
+    # a name too long for a directory
+    (["tune", "--seed", "-1"], ["--seed"]),
+    (["tune", "--rungs", "10,30,inf"], ["--rungs"]),
+    (["tune", "--final-rep-ms", "inf"], ["--final-rep-ms"]),
+    (["tune", "--reduction-factor", "inf"], ["--reduction-factor"]),
+    (["tune", "--compile-timeout", "inf"], ["--compile-timeout"]),
+    (["tune", "--compile-timeout-x", "nan"], ["--compile-timeout-x"]),
+    (["tune", "--name", "a" * 300], ["--name", "at most 128"]),
+    (["bench", "--rep-ms", "inf"], ["--rep-ms"]),
+    (["bench", "--out", "res.md"], ["--out", "res.md", "Parquet"]),  # its markdown beside it would replace it
+    (["doctor", "--timeout", "inf"], ["--timeout"]),
+    (["doctor", "--timeout", "nan"], ["--timeout"]),
+    (["replay", "--landscape", "x.parquet", "--gp-option", "n_initial=abc"], ["n_initial"]),
+    (["replay", "--landscape", "x.parquet", "--gp-option", "n_initial=-5"], ["n_initial"]),
+    (["replay", "--landscape", "x.parquet", "--params", "BLOCK_M", "--params", "BLOCK_M"], ["--params", "BLOCK_M"]),
 ])
 def test_bad_values_are_one_line_exit_2(argv, names, capsys, tmp_path, monkeypatch):
     if [argv[0]] in COMMANDS:
@@ -122,6 +138,21 @@ def test_missing_or_unreadable_file_is_one_line_naming_it(argv, capsys, tmp_path
     garbage.write_text("not parquet\n")
     code, _, err = run_main([a.format(f=garbage) for a in argv], capsys)
     one_line_error(code, err, "garbage")
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["export", "x.parquet", "-o", "{f}/best_configs.json"], "-o/--output"),
+    (["bench", "--out", "{f}/bench.parquet"], "--out"),
+    (["replay", "--landscape", "x.parquet", "--json", "{f}/replay.json"], "--json"),
+    (["space", "compile", "nvidia/sm90", "--target", "cuda:90", "--out", "{f}/c.parquet"], "--out"),
+], ids=["export", "bench", "replay", "space-compile"])
+def test_an_output_path_that_cannot_be_written_is_named_before_the_work(argv, flag, capsys, tmp_path, monkeypatch):
+    """An output under a file (not a folder) is one line naming the flag, before the results are read or anything
+    is timed, replayed or compiled (x.parquet does not exist: the output is checked first)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("")
+    code, _, err = run_main([a.format(f=tmp_path / "afile") for a in argv], capsys)
+    one_line_error(code, err, flag, "afile is a file, not a directory")
 
 
 def test_a_corrupt_landscape_is_named_whatever_the_reader_says(capsys, tmp_path, monkeypatch):

@@ -2,7 +2,7 @@
 
 import pytest
 
-from raytune_attn.tune.sweep.problems import ProblemSetError, load_problems, parse_problems
+from raytune_attn.tune.sweep.problems import PROBLEMS_DIR, ProblemSetError, load_problems, parse_problems
 
 
 def test_shipped_sets():
@@ -33,6 +33,10 @@ def test_entry_forms():
 
 @pytest.mark.parametrize("doc,match", [
     ({"schema_version": 2, "problems": [{}]}, "schema_version"),
+    ({"schema_version": True, "problems": [{}]},
+     r"^f\.yaml: schema_version: is True; this loader reads 1 \(an integer\)$"),
+    ({"schema_version": 1.0, "problems": [{}]}, r"^f\.yaml: schema_version: is 1\.0; this loader reads 1"),
+    ({"problems": [{}]}, r"^f\.yaml: schema_version: missing$"),
     ({"schema_version": 1, "problems": []}, "problems: must be a non-empty list"),
     ({"schema_version": 1, "problems": [{"batch": 1, "hq": 3, "hkv": 2, "seqlen": 8, "head_dim": 8,
                                          "causal": True}]}, r"problems\[0\]: .*multiple of hkv"),
@@ -47,6 +51,48 @@ def test_errors_name_file_and_entry(doc, match):
     with pytest.raises(ProblemSetError, match=match) as e:
         parse_problems(doc, source="f.yaml")
     assert str(e.value).startswith("f.yaml: ")
+
+
+SMOKE = "schema_version: 1\ndefaults: {hq: 2, hkv: 2, head_dim: 32, causal: true, dtype: float32}\nproblems:\n"
+
+
+@pytest.mark.parametrize(("data", "problem"), [
+    # a repeated field would be last-wins: batch 3 tuned where the file also says 1
+    ((SMOKE + "  - {batch: 1, seqlen: 64, batch: 3}\n").encode(),
+     "line 4, column 28: duplicate key 'batch' (first at line 4, column 6); give each key once"),
+    ((SMOKE + "  - batch: 1\n    seqlen: 64\n    batch: 3\n").encode(),
+     "line 6, column 5: duplicate key 'batch' (first at line 4, column 5)"),
+    ((SMOKE.replace("dtype: float32", "dtype: float32, hq: 4") + "  - {batch: 1, seqlen: 64}\n").encode(),
+     "line 2, column 71: duplicate key 'hq' (first at line 2, column 12)"),
+    (SMOKE.encode() + b"  - {batch: 1, seqlen: 64}  # \xff\n",
+     "not UTF-8 text (byte 0xff on line 4); expected a problem-set YAML file, saved as UTF-8"),
+    (None, "is a directory; expected a problem-set YAML file"),
+])
+def test_file_errors_name_the_file(tmp_path, data, problem):
+    path = tmp_path / "p.yaml"
+    path.mkdir() if data is None else path.write_bytes(data)
+    with pytest.raises(ProblemSetError) as e:
+        load_problems(path)
+    assert str(e.value).startswith(f"{path}: {problem}"), str(e.value)
+
+
+@pytest.mark.parametrize("data", [b"\xff\xfe", None, (SMOKE + "  - {batch: 1, batch: 1, seqlen: 64}\n").encode()])
+def test_cli_tune_bad_problem_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch, data):
+    from raytune_attn.tune.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "p.yaml"
+    path.mkdir() if data is None else path.write_bytes(data)
+    assert main(["tune", "--problems", "p.yaml", "--out", "out", "--name", "n"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("raytune-attn: error: p.yaml: "), err
+    assert "codec" not in err and "Errno" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.yaml"]  # refused before anything started
+
+
+@pytest.mark.parametrize("path", sorted(PROBLEMS_DIR.glob("*.yaml")), ids=lambda p: p.stem)
+def test_every_committed_problem_set_loads(path):
+    assert load_problems(path)
 
 
 def test_missing_file():

@@ -112,10 +112,10 @@ def test_dataframe_round_trip(tmp_path):
 
 def test_schema_versions_and_bad_files(tmp_path):
     table = results.to_table(sweep_rows("s1"))
-    older = table.drop_columns(["extra", "seed"])
+    older = table.drop_columns(list(results.LATER_IN_V1))  # a v1 file from before the later knobs
     pq.write_table(older, tmp_path / "old.parquet")
     df = results.read_trials(tmp_path / "old.parquet")
-    assert df["seed"].isna().all() and len(df) == 5
+    assert df["BAND_LAUNCH"].isna().all() and df["LPT_GROUP"].isna().all() and len(df) == 5
 
     newer = table.replace_schema_metadata({results.SCHEMA_METADATA_KEY: b"99"})
     pq.write_table(newer, tmp_path / "new.parquet")
@@ -256,3 +256,113 @@ def test_a_trial_stopped_early_was_told_to_its_searcher_as_ok():
     """told_status: what resume.replay and searcher.related_row tell a searcher for a row; only "stopped" changes."""
     assert [results.told_status(s) for s in results.STATUSES] == ["ok", "invalid", "error", "ok"]
     assert results.told_status(results.INTERRUPTED) == results.INTERRUPTED
+
+
+# ---------------------------------------------------------------------------------------------------- bad input
+# Each: a results file as `export` / `report` get it, refused on read by a ValueError naming the file and what is
+# wrong with it (the CLI prints it as one line, exit 2), never a traceback or an artifact built from it.
+
+
+def _as_pandas_wrote_it(tmp_path, name, edit=lambda df: df):
+    """A sweep's file read and rewritten by pandas (no raytune metadata), after `edit` of its frame."""
+    df = pd.read_parquet(results.write_file(sweep_rows("s1"), tmp_path / "orig.parquet"))
+    path = tmp_path / name
+    edit(df).to_parquet(path)
+    return path
+
+
+def _cli_refuses(path, capsys, *needles):
+    from raytune_attn.tune.cli import main
+
+    for argv in (["export", str(path), "-o", str(path.with_suffix(".json"))], ["report", "--no-plots", str(path)]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "Traceback" not in err and all(n in err for n in needles), err
+    assert not path.with_suffix(".json").exists()
+
+
+def test_a_file_without_rows_or_metadata_reads_as_no_rows(tmp_path, capsys):
+    z = _as_pandas_wrote_it(tmp_path, "z.parquet", lambda df: df.head(0))
+    assert pq.read_table(z).schema.metadata.get(results.SCHEMA_METADATA_KEY) is None
+    assert len(results.read_trials(z)) == 0
+    _cli_refuses(z, capsys, "z.parquet: no")  # report: "no result rows"; export: "no trial with status ok"
+    pq.write_table(pq.read_table(z).drop_columns(["schema_version"]), tmp_path / "bare.parquet")
+    with pytest.raises(results.ResultsError, match=r"bare\.parquet: not a raytune-attn results file"):
+        results.read_trials(tmp_path / "bare.parquet")
+    nulls = _as_pandas_wrote_it(tmp_path, "nulls.parquet", lambda df: df.assign(schema_version=None))
+    with pytest.raises(results.ResultsError, match=r"nulls\.parquet: schema_version is null in every row"):
+        results.read_trials(nulls)
+
+
+@pytest.mark.parametrize("column", ["tflops", "latency_ms"])
+@pytest.mark.parametrize("bad", [-5.0, 0.0, float("inf"), float("-inf")])
+def test_a_measured_value_not_finite_and_positive_is_refused_naming_file_column_and_rows(tmp_path, capsys, column,
+                                                                                          bad):
+    def edit(df):
+        df.loc[df["trial_id"] == "s1-t2", column] = bad
+        return df
+
+    path = _as_pandas_wrote_it(tmp_path, "bad.parquet", edit)
+    with pytest.raises(ValueError, match=rf"bad\.parquet: column {column} must be finite and positive where status "
+                                         rf"is ok.*{re.escape(repr(bad))} in row 2 \(trial s1-t2\)"):
+        results.read_trials(path)
+    if column == "tflops":
+        _cli_refuses(path, capsys, "bad.parquet", "tflops", "s1-t2")
+
+
+def test_no_measurement_and_failed_trials_values_still_read(tmp_path):
+    """NaN/null where a trial failed (or an ok trial measured nothing) is normal; a failed trial's values are not
+    measurements, so not judged."""
+    def edit(df):
+        df.loc[df["trial_id"] == "s1-t1", ["tflops", "latency_ms"]] = [0.0, float("inf")]  # status invalid
+        df.loc[df["trial_id"] == "s1-t3", "latency_ms"] = float("nan")  # status ok, no latency
+        return df
+
+    df = results.read_trials(_as_pandas_wrote_it(tmp_path, "fine.parquet", edit))
+    assert len(df) == 5 and df.loc[df["trial_id"] == "s1-t3", "latency_ms"].isna().all()
+
+
+def test_a_missing_required_column_is_refused_but_a_later_knob_absent_from_an_old_file_is_not(tmp_path, capsys):
+    path = _as_pandas_wrote_it(tmp_path, "noblock.parquet", lambda df: df.drop(columns=["BLOCK_M", "seed"]))
+    with pytest.raises(ValueError, match=r"noblock\.parquet: column\(s\) BLOCK_M, seed missing, required by results "
+                                         r"schema v1"):
+        results.read_trials(path)
+    _cli_refuses(path, capsys, "noblock.parquet", "BLOCK_M")
+    old = _as_pandas_wrote_it(tmp_path, "old.parquet", lambda df: df.drop(columns=["BAND_LAUNCH", "LPT_GROUP"]))
+    assert results.read_trials(old)["BAND_LAUNCH"].isna().all()
+    # A partition's file lacks accelerator_type (its directory holds it); copied out of it, the column is missing.
+    (part,) = results.write_trials(sweep_rows("s1"), tmp_path / "trials")
+    assert len(results.read_trials(part)) == 5
+    loose = tmp_path / "loose.parquet"
+    loose.write_bytes(part.read_bytes())
+    with pytest.raises(ValueError, match=r"loose\.parquet: column\(s\) accelerator_type missing.*partition"):
+        results.read_trials(loose)
+
+
+def test_a_schema_version_that_is_not_a_number_is_refused_naming_the_file(tmp_path, capsys):
+    table = results.to_table(sweep_rows("s1"))
+    pq.write_table(table.replace_schema_metadata({results.SCHEMA_METADATA_KEY: b"x"}), tmp_path / "meta.parquet")
+    with pytest.raises(ValueError, match=r"meta\.parquet: schema_version 'x' is not a schema version number"):
+        results.read_trials(tmp_path / "meta.parquet")
+    col = _as_pandas_wrote_it(tmp_path, "col.parquet", lambda df: df.assign(schema_version="abc"))
+    with pytest.raises(ValueError, match=r"col\.parquet: schema_version 'abc' is not a schema version number"):
+        results.read_trials(col)
+    _cli_refuses(col, capsys, "col.parquet", "schema_version 'abc'")
+    zero = _as_pandas_wrote_it(tmp_path, "zero.parquet", lambda df: df.assign(schema_version=0))
+    with pytest.raises(ValueError, match=r"zero\.parquet: schema_version '0'"):
+        results.read_trials(zero)
+    as_text = _as_pandas_wrote_it(tmp_path, "text.parquet", lambda df: df.assign(schema_version="1"))
+    assert len(results.read_trials(as_text)) == 5  # a number written as text still reads
+
+
+@pytest.mark.parametrize("key", ["", None, "dense-nonsense"])
+def test_a_bad_or_missing_problem_key_is_refused_naming_the_file_and_rows(tmp_path, capsys, key):
+    def edit(df):
+        df.loc[df["trial_id"] == "s1-t3", "problem_key"] = key
+        return df
+
+    path = _as_pandas_wrote_it(tmp_path, "key.parquet", edit)
+    what = "problem_key is null" if key is None else f"bad problem_key {key!r}"
+    with pytest.raises(ValueError, match=rf"key\.parquet: {re.escape(what)} in row 3 \(trial s1-t3\)"):
+        results.read_trials(path)
+    _cli_refuses(path, capsys, "key.parquet", "s1-t3")

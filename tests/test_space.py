@@ -116,6 +116,21 @@ def _with(**changes):
     [
         (_with(schema_version=None), "schema_version", "missing"),
         (_with(schema_version=2), "schema_version", "reads 1"),
+        # True and 1.0 equal 1 in Python: the version must be the integer itself
+        (_with(schema_version=True), "schema_version", "is True; this loader reads 1 (an integer)"),
+        (_with(schema_version=1.0), "schema_version", "is 1.0; this loader reads 1 (an integer)"),
+        # the arch picks the pre-filter's limits: it must be one of the vendor's (resources.ARCHS, else the naming)
+        (_with(arch="gfx942"), "arch", "'gfx942' is an architecture of vendor amd, not of this space's vendor nvidia"),
+        (_with(vendor="amd", arch="sm90"), "arch", "'sm90' is an architecture of vendor nvidia, not of this space's"),
+        (_with(vendor="cpu", arch="sm80"), "arch", "of vendor nvidia, not of this space's vendor cpu"),
+        (_with(arch="gfx1100"), "arch", "'gfx1100' is an architecture of vendor amd"),
+        # a constraint is a condition: a number (always truthy, or falsy) would allow or refuse configs silently
+        (_with(constraints=["BLOCK_M >= BLOCK_N", "BLOCK_M"]), "constraints[1]",
+         "'BLOCK_M' is 64 (not true or false) at {'BLOCK_M': 64, 'BLOCK_N': 32}: a constraint must be a condition"),
+        (_with(constraints=["BLOCK_M > 64 if PRE_LOAD_V else 0"]), "constraints[0]",
+         "'BLOCK_M > 64 if PRE_LOAD_V else 0' is 0 (not true or false) at {'BLOCK_M': 64, 'BLOCK_N': 32, "
+         "'PRE_LOAD_V': False}"),
+        (_with(constraints=["PRE_LOAD_V or None"]), "constraints[0]", "is None (not true or false)"),
         (_with(vendor="intel"), "vendor", "must be one of"),
         (_with(parameters={"BLOCK_Q": [16]}), "parameters.BLOCK_Q", "not a kernel knob"),
         (_with(parameters={"kpack": [1, 2]}), "parameters.kpack", "only on AMD"),
@@ -231,6 +246,58 @@ def test_not_yaml_and_missing_file(tmp_path):
         load_space(_write(tmp_path, "parameters: [unclosed"))
     with pytest.raises(FileNotFoundError):
         load_space(tmp_path / "nope.yaml")
+
+
+def test_a_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path):
+    text = ("schema_version: 1\nvendor: nvidia\narch: sm90\nparameters:\n  BLOCK_M: [64, 128]\n  BLOCK_N: [32, 64]\n"
+            "  BLOCK_M: [64]\n")
+    path = _write(tmp_path, text)
+    with pytest.raises(SpaceError) as e:
+        load_space(path)
+    assert str(e.value) == (f"{path}: <file>: line 7, column 3: duplicate key 'BLOCK_M' (first at line 5, column 3); "
+                            "give each key once")
+    path = _write(tmp_path, text.replace("  BLOCK_M: [64]\n", "").replace("arch: sm90\n", "arch: sm90\narch: sm80\n"))
+    with pytest.raises(SpaceError, match=r"bad\.yaml: <file>: line 4, column 1: duplicate key 'arch' \(first at line"):
+        load_space(path)
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    (b"schema_version: 1\nvendor: nvidia # \xff\xfe\n", "not UTF-8 text (byte 0xff on line 2); expected a "
+                                                         "search-space YAML file, saved as UTF-8"),
+    (None, "is a directory; expected a search-space YAML file"),
+])
+def test_unreadable_files_are_named(tmp_path, content, problem):
+    path = tmp_path / "bad.yaml"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+    with pytest.raises(SpaceError) as e:
+        load_space(path)
+    assert str(e.value) == f"{path}: <file>: {problem}"
+
+
+@pytest.mark.parametrize("content", [b"\xff\xfe", None, b"schema_version: 1\nschema_version: 1\n"])
+def test_cli_unreadable_space_file_is_one_line_naming_it(tmp_path, capsys, monkeypatch, content):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "bad.yaml"
+    path.mkdir() if content is None else path.write_bytes(content)
+    for argv in (["space", "show", "bad.yaml"], ["tune", "--space", "bad.yaml", "--out", "out", "--name", "n"]):
+        assert main(argv) == 2
+        err = capsys.readouterr().err.strip()
+        assert len(err.splitlines()) == 1 and err.startswith("raytune-attn: error: bad.yaml: <file>: "), err
+        assert "codec" not in err and "Errno" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.yaml"]
+
+
+def test_an_arch_the_model_does_not_know_loads_under_its_vendor(tmp_path):
+    assert load_space(_write(tmp_path, _with(arch="sm100"), "ok.yaml")).arch == "sm100"  # the sweep takes the device's
+
+
+@pytest.mark.parametrize("path", sorted(SPACES_DIR.glob("*/*.yaml")), ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_committed_space_file_loads(path):
+    space = load_space(path)
+    assert space.size > 0 and space.vendor == path.parent.name
 
 
 def test_good_file_and_long_form(tmp_path):

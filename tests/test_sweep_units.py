@@ -269,6 +269,24 @@ def test_resume_takes_every_saved_setting_but_where_it_runs_from_its_command_lin
     cluster.close()
 
 
+def test_a_directory_holding_a_sweep_takes_only_its_resume(tmp_path, monkeypatch):
+    """A new sweep on another sweep's --out (finished or interrupted) would replace its sweep.json and mix both in
+    trials.parquet: refused, naming the sweep there; a resume must name that sweep, if it names one."""
+    from raytune_attn.tune.sweep.plan import make_plan
+    from raytune_attn.tune.sweep.state import write_doc
+
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "out"
+    out.mkdir(mode=0o755)
+    write_doc(out / "sweep.json", {"name": "first", "args": {"no_mlflow": True}})
+    for name in (None, "second"):
+        with pytest.raises(SweepUsageError, match=r"already holds sweep 'first': pass --resume to finish it"):
+            make_plan(SweepConfig(out=str(out), name=name, no_mlflow=True))
+    with pytest.raises(SweepUsageError, match=r"--resume --name second: .*sweep.json holds sweep 'first'"):
+        make_plan(SweepConfig(resume=True, out=str(out), name="second"))
+    assert make_plan(SweepConfig(resume=True, out=str(out), name="first")).name == "first"
+
+
 def test_a_resume_may_name_the_sweeps_files_another_way(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     sweep = SweepConfig(problems=str(tmp_path / "p.yaml"), budget=5)

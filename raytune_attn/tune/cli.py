@@ -6,6 +6,8 @@ implementations raise `UsageError` (or ValueError/FileNotFoundError for bad inpu
 
 from __future__ import annotations
 
+import math
+import os
 import sys
 from pathlib import Path
 
@@ -37,21 +39,31 @@ def export_cmd(
     from raytune_attn import artifact
     from raytune_attn.tune import results, winners
 
+    output = _file_out(output, "best_configs.json", "-o/--output")
     df = results.read_trials(results_path)
     if accelerator_type:
         df = results.of_type(df, accelerator_type, results_path)
     art = winners.build_artifact(df)
     if not art["entries"]:
         raise UsageError(f"{results_path}: no trial with status ok to export")
-    output = _file_out(output, "best_configs.json")
     artifact.write(art, output)
     print(artifact.summary(art))
     print(f"wrote {output}")
 
 
-def _file_out(path: str, name: str) -> str:
-    """An output file flag's path: an existing directory means the file `name` in it."""
-    return str(Path(path) / name) if Path(path).is_dir() else path
+def _file_out(path: str, name: str, flag: str) -> str:
+    """An output file flag's path (an existing directory means the file `name` in it), checked writable before the
+    command's work: the nearest existing folder above it must be a writable directory (the writers create the
+    folders below it)."""
+    path = str(Path(path) / name) if Path(path).is_dir() else path
+    base = Path(path).expanduser().absolute().parent
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise UsageError(f"{flag} {path}: {base} is a file, not a directory")
+    if not os.access(base, os.W_OK | os.X_OK) or (Path(path).exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} {path}: cannot write there (permission denied)")
+    return path
 
 
 @app.command("bench")
@@ -76,12 +88,15 @@ def bench_cmd(
         raise UsageError(f"--grid must be auto, standard or tiny, got {grid!r}")
     if causal not in ("both", "causal", "full"):
         raise UsageError(f"--causal must be both, causal or full, got {causal!r}")
-    if not rep_ms > 0:
-        raise UsageError(f"--rep-ms must be > 0, got {rep_ms}")
+    if not 0 < rep_ms < math.inf:
+        raise UsageError(f"--rep-ms must be > 0 and finite, got {rep_ms}")
     interpreting = interpret_without_gpu()  # as the sweep's actors do, before the kernel's module is imported
     from raytune_attn.tune.measure import bench
 
-    out = _file_out(out, "bench.parquet")
+    out = _file_out(out, "bench.parquet", "--out")
+    if Path(out).suffix == ".md":  # the markdown table goes beside the Parquet file, as .md: it would replace it
+        raise UsageError(f"--out {out}: name the Parquet file (e.g. bench.parquet); the markdown table is written "
+                         "beside it as .md")
     masks = {"both": (False, True), "causal": (True,), "full": (False,)}[causal]
     problems = _bench_cells(grid, head_dim, seqlen, dtype, masks, interpreting)
     configs = []
@@ -213,7 +228,7 @@ def space_compile_cmd(
     (the compiler's message), spilling; shared memory, registers and the pre-filter's estimate per config."""
     from raytune_attn.tune.measure.cross_compile import space_compile_main
 
-    out = _file_out(out, "compile.parquet") if out else None
+    out = _file_out(out, "compile.parquet", "--out") if out else None
     raise typer.Exit(space_compile_main(space, target, problems, sample, out, workers, seed=seed, timeout_s=timeout))
 
 
@@ -251,7 +266,7 @@ def replay_cmd(
     compile seconds spent."""
     from raytune_attn.tune.search.replay import replay_command
 
-    json_out = _file_out(json_out, "replay.json") if json_out else None
+    json_out = _file_out(json_out, "replay.json", "--json") if json_out else None
     print(replay_command(landscape, searcher or [], budget=budget, seeds=seeds, seed_start=seed_start,
                          objective=objective,
                          params=params or [], select=select or [], concurrency=concurrency, json_out=json_out,
@@ -334,7 +349,8 @@ def main(argv: list[str] | None = None) -> int:
         msg = " ".join(e.format_message().split())
         print(f"{where}: error: {msg} (see '{where} --help')", file=sys.stderr)
         return 2
-    except (UsageError, FileNotFoundError, IsADirectoryError, NotADirectoryError, ValueError) as e:
+    except (UsageError, FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError, FileExistsError,
+            ValueError) as e:
         msg = " ".join(str(e).split())
         print(f"raytune-attn: error: {msg}", file=sys.stderr)
         return 2

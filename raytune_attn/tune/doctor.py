@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import platform
 import socket
@@ -244,8 +245,8 @@ def mlflow_tracking(tracking_uri: str | None = None, timeout: float = 5.0) -> di
 
 def collect(address: str | None = "auto", tracking_uri: str | None = None, timeout: float = 5.0,
             connect: bool = True) -> dict[str, Any]:
-    if timeout <= 0:
-        raise ValueError(f"--timeout must be positive, got {timeout}")
+    if not 0 < timeout < math.inf:  # NaN too
+        raise ValueError(f"--timeout must be a positive, finite number of seconds, got {timeout}")
     return {
         "gpus": gpus(),
         "versions": versions(),

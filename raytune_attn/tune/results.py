@@ -305,16 +305,64 @@ def append_trials(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) ->
     return write_trials(rows, path)
 
 
-def _conform(table: pa.Table, source: Path, partition_value: str | None) -> pa.Table:
-    meta = table.schema.metadata or {}
-    raw = meta.get(SCHEMA_METADATA_KEY)
+# Columns added to schema v1 after its first files were written (nullable, so no version bump; the doc lists them):
+# a v1 file from before lacks them and reads them as null. Every other column is required of a v1 file: a knob
+# column missing from a file would read as "not set" and export the runtime's default as if it had been measured.
+# A version bump adds its own entry here, from the columns as that version first wrote them.
+LATER_IN_V1 = ("WARP_SPECIALIZE", "PERSISTENT", "REVERSE_M", "maxnreg", "ONE_Q_BUFFER", "NUM_SEGMENTS", "LPT_GROUP",
+               "BAND_LAUNCH")
+REQUIRED_COLUMNS = {1: tuple(c for c in COLUMNS if c not in LATER_IN_V1)}
+MEASURED_STATUSES = ("ok", "stopped")  # rows whose tflops/latency_ms were measured (stopped: at its last rung)
+
+
+def _version_of(raw: Any, source: Path) -> int:
+    """A schema version as written (metadata bytes, a column's int, float or string); ResultsError unless it is a
+    whole number of a version this reader knows of or could be told to upgrade for."""
+    text = raw.decode(errors="replace") if isinstance(raw, bytes) else str(raw)
+    try:
+        f = float(text)
+    except ValueError:
+        f = math.nan
+    if not (math.isfinite(f) and f.is_integer() and f >= 1):
+        raise ResultsError(f"{source}: schema_version {text!r} is not a schema version number (1, 2, ...)")
+    return int(f)
+
+
+def _file_version(table: pa.Table, source: Path) -> int | None:
+    """The file's schema version: its Parquet metadata's, else the newest in its schema_version column; None for a
+    file without rows or metadata (a pandas rewrite of an empty frame), which has nothing to misread."""
+    raw = (table.schema.metadata or {}).get(SCHEMA_METADATA_KEY)
     if raw is None and "schema_version" not in table.column_names:
         raise ResultsError(f"{source}: not a raytune-attn results file (no schema_version)")
-    version = int(raw) if raw is not None else int(table.column("schema_version")[0].as_py() or 0)
-    if version > SCHEMA_VERSION:
+    if raw is not None:
+        return _version_of(raw, source)
+    values = [v for v in table.column("schema_version").unique().to_pylist() if not _isnull(v)]
+    if not values:
+        if table.num_rows:
+            raise ResultsError(f"{source}: schema_version is null in every row and absent from the file's metadata")
+        return None
+    return max(_version_of(v, source) for v in values)
+
+
+def _check_columns(table: pa.Table, source: Path, version: int, partition_value: str | None) -> None:
+    """ResultsError naming the columns the file's schema version requires and the file lacks."""
+    have = set(table.column_names) | ({PARTITION_COLUMN} if partition_value is not None else set())
+    missing = [c for c in REQUIRED_COLUMNS[version] if c not in have]
+    if missing:
+        hint = " (a partition's file read outside its accelerator_type=... directory?)" \
+            if missing == [PARTITION_COLUMN] else ""
+        raise ResultsError(f"{source}: column(s) {', '.join(missing)} missing, required by results schema "
+                           f"v{version}{hint}")
+
+
+def _conform(table: pa.Table, source: Path, partition_value: str | None) -> pa.Table:
+    version = _file_version(table, source)
+    if version is not None and version > SCHEMA_VERSION:
         raise ResultsError(
             f"{source}: results schema v{version} is newer than this raytune-attn reads (v{SCHEMA_VERSION}); upgrade"
         )
+    if version is not None:
+        _check_columns(table, source, version, partition_value)
     n = table.num_rows
     cols = []
     for f in SCHEMA:
@@ -330,7 +378,52 @@ def _conform(table: pa.Table, source: Path, partition_value: str | None) -> pa.T
         else:
             col = pa.nulls(n, type=f.type)
         cols.append(col)
-    return pa.Table.from_arrays(cols, schema=SCHEMA)
+    out = pa.Table.from_arrays(cols, schema=SCHEMA)
+    _check_problem_keys(out, source)
+    _check_measures(out, source)
+    return out
+
+
+def _rows_named(table: pa.Table, mask, limit: int = 3) -> str:
+    """The first rows where `mask` holds, as "row 3 (trial 4911de31)", for an error message."""
+    import pyarrow.compute as pc
+
+    idx = pc.indices_nonzero(pc.fill_null(mask, False)).to_pylist()
+    ids = table.column("trial_id").take(pa.array(idx[:limit], type=pa.int64())).to_pylist()
+    named = [f"row {i} (trial {t})" for i, t in zip(idx, ids, strict=False)]
+    return ", ".join(named) + (f" and {len(idx) - limit} more" if len(idx) > limit else "")
+
+
+def _check_problem_keys(table: pa.Table, source: Path) -> None:
+    """ResultsError naming the file and rows of a missing or unparsable problem_key: the artifact's problem and
+    the config's validation come from the key."""
+    import pyarrow.compute as pc
+
+    keys = table.column("problem_key")
+    if keys.null_count:
+        raise ResultsError(f"{source}: problem_key is null in {_rows_named(table, pc.is_null(keys))}")
+    for key in keys.unique().to_pylist():
+        try:
+            Problem.from_key(key)
+        except (ValueError, TypeError, KeyError) as e:
+            raise ResultsError(f"{source}: bad problem_key {key!r} in {_rows_named(table, pc.equal(keys, key))}: {e}") \
+                from None
+
+
+def _check_measures(table: pa.Table, source: Path) -> None:
+    """ResultsError naming the file, column and rows where a measured row (status ok or stopped) holds a tflops or
+    latency_ms that is not finite and positive: it would be exported or searched on as if measured. Null or NaN is
+    no measurement (the winner picker passes over it); a failed trial's values are not read, so not checked."""
+    import pyarrow.compute as pc
+
+    measured = pc.is_in(table.column("status"), value_set=pa.array(MEASURED_STATUSES))
+    for c in ("tflops", "latency_ms"):
+        v = table.column(c)
+        bad = pc.and_(measured, pc.or_(pc.is_inf(v), pc.less_equal(v, 0)))
+        if pc.any(pc.fill_null(bad, False)).as_py():
+            values = sorted({x for x in v.filter(pc.fill_null(bad, False)).to_pylist()})[:3]
+            raise ResultsError(f"{source}: column {c} must be finite and positive where status is ok or stopped; "
+                               f"it is {', '.join(map(repr, values))} in {_rows_named(table, bad)}")
 
 
 def _files(path: Path) -> list[Path]:

@@ -308,6 +308,7 @@ def format_table(rows: list[dict], knob_names: list[str]) -> str:
 def write_parquet(rows: list[dict], path: str | Path) -> None:
     import pandas as pd
 
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
     pd.DataFrame(rows).to_parquet(path, index=False)
 
 

@@ -263,6 +263,9 @@ def _parse_gp_options(gp_options: Sequence[str]) -> dict[str, Any]:
         # A switch given "yes" or 1 would be true to bool() whatever was meant (priors=no, cost_aware=0).
         if isinstance(known[key].default, bool) and not isinstance(opts[key], bool):
             raise ValueError(f"GP option {key} takes true or false, got {val!r}")
+        default = known[key].default
+        if type(default) is int and (isinstance(opts[key], bool) or not isinstance(opts[key], int) or opts[key] < 0):
+            raise ValueError(f"GP option {key} takes a non-negative integer, got {val!r}")
     return opts
 
 
@@ -301,6 +304,9 @@ def replay_command(
     check_warm_as(warm_as)
     sel = _parse_select(select)
     opts = _parse_gp_options(gp_options)
+    twice = sorted({p for p in params or () if list(params).count(p) > 1})
+    if twice:
+        raise ValueError(f"--params names {', '.join(twice)} more than once")
     if no_priors:
         opts["priors"] = False
     land = load_landscape(landscape, objective=objective, params=list(params or ()) or None, select=sel,
@@ -313,6 +319,7 @@ def replay_command(
     summary = replay(land, names, budget=budget, seeds=seeds, seed_start=seed_start, concurrency=concurrency,
                      options={"gp": opts}, noise=noise, warm=warm, warm_as=warm_as, screen=screen)  # fmt: skip
     if json_out:
+        Path(json_out).parent.mkdir(parents=True, exist_ok=True)
         Path(json_out).write_text(json.dumps(summary, indent=2) + "\n")
     table = format_table(summary, land)
     return table if screened is None else f"{screen_line(land, screened)}\n{table}"

@@ -4,12 +4,12 @@ File format (schema_version 1)::
 
     schema_version: 1
     vendor: nvidia            # nvidia | amd | cpu
-    arch: sm90                # picks the resource limits of the pre-filter (see resources.ARCHS)
+    arch: sm90                # one of the vendor's; picks the resource limits of the pre-filter (see resources.ARCHS)
     parameters:               # knob name -> its values, in order (ordinal knobs small to large)
       BLOCK_M: [16, 32, 64, 128, 256]
       PRE_LOAD_V: [false, true]
       waves_per_eu: {values: [0, 1, 2], encoding: index}   # long form: pick the GP encoding
-    constraints:              # Python expressions over the parameter names; a config must satisfy all
+    constraints:              # conditions (Python, true or false) over the parameter names; a config must satisfy all
       - BLOCK_M >= BLOCK_N
     start: [...]              # priors (optional): where a search starts, the multi-knob moves it screens and
     moves: [...]              # the knob pairs that step together; see priors.py
@@ -18,23 +18,23 @@ File format (schema_version 1)::
 Encodings (how the GP sees a parameter): `log2` (default for positive integers: tile sizes, warps and stages act
 multiplicatively), `index` (rank among the values; default for integers that include 0, where 0 means "auto"),
 `categorical` (default for booleans). Parameter names must be kernel knobs (`raytune_attn.config.KNOBS`).
+A key given twice in one mapping is an error (yaml_input.py), as is a non-UTF-8 file.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from raytune_attn import validation
 from raytune_attn.config import AMD_ONLY_KNOBS, KNOBS, InvalidConfig
-from raytune_attn.tune.search._expr import Constraint, SpaceError, compile_constraint
+from raytune_attn.tune.search._expr import Constraint, Expression, SpaceError, compile_constraint
 from raytune_attn.tune.search.priors import Priors, parse_priors
+from raytune_attn.tune.yaml_input import YamlInputError, read_yaml, schema_version_problem
 
 SCHEMA_VERSION = 1
 VENDORS = ("nvidia", "amd", "cpu")
@@ -101,6 +101,10 @@ class SearchSpace:
         constraint before it read are set, which prunes whole subtrees (the Hopper space: 2.3M combinations, 9248
         configs). The constraints still run in their listed order, each only where those before it held, as over
         the full product: a constraint guarded by an earlier one raises where it did before, and nowhere else."""
+        return self._enumerate(lambda c, cfg: c(cfg))
+
+    def _enumerate(self, holds: Callable[[Constraint, dict], bool]) -> list[dict[str, Any]]:
+        """`configs()`, with `holds(constraint, config)` judging each constraint (the loader's also checks it)."""
         names, cfg, out = self.names, {}, []
         checks = self._checks_by_depth()
 
@@ -111,7 +115,7 @@ class SearchSpace:
                 return
             for v in self.params[depth].values:
                 cfg[names[depth]] = v
-                if all(c(cfg) for c in checks[depth]):
+                if all(holds(c, cfg) for c in checks[depth]):
                     walk(depth + 1)
             del cfg[names[depth]]
 
@@ -197,9 +201,9 @@ def load_space(path: str | Path) -> SearchSpace:
         p = alt
     src = str(path)
     try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise SpaceError(src, "<file>", f"not valid YAML: {e}") from None
+        doc = read_yaml(p, src, "a search-space YAML file")
+    except YamlInputError as e:
+        raise SpaceError(src, "<file>", e.problem) from None
     return parse_space(doc, source=src)
 
 
@@ -209,16 +213,14 @@ def parse_space(doc: Any, *, source: str = "<memory>") -> SearchSpace:
     unknown = sorted(set(doc) - set(_KEYS))
     if unknown:
         raise SpaceError(source, unknown[0], f"unknown key (known: {', '.join(_KEYS)})")
-    if "schema_version" not in doc:
-        raise SpaceError(source, "schema_version", "missing")
-    if doc["schema_version"] != SCHEMA_VERSION:
-        raise SpaceError(source, "schema_version", f"is {doc['schema_version']!r}; this loader reads {SCHEMA_VERSION}")
+    version = schema_version_problem(doc, SCHEMA_VERSION)
+    if version:
+        raise SpaceError(source, "schema_version", version)
     vendor = doc.get("vendor")
     if vendor not in VENDORS:
         raise SpaceError(source, "vendor", f"is {vendor!r}; must be one of {', '.join(VENDORS)}")
     arch = doc.get("arch")
-    if not isinstance(arch, str) or not arch:
-        raise SpaceError(source, "arch", f"must be a non-empty string, got {arch!r}")
+    _check_arch(arch, vendor, source)
     raw = doc.get("parameters")
     if not isinstance(raw, dict) or not raw:
         raise SpaceError(source, "parameters", "must be a non-empty mapping of knob name -> list of values")
@@ -235,13 +237,44 @@ def parse_space(doc: Any, *, source: str = "<memory>") -> SearchSpace:
         except Exception as e:  # noqa: BLE001 - any evaluation error is the file's mistake
             raise SpaceError(source, f"constraints[{i}]", f"{c.expr!r} fails to evaluate: {e}") from None
     try:
-        configs = space.configs()
+        configs = space._enumerate(_boolean_constraint(source, constraints))
+    except SpaceError:
+        raise
     except Exception as e:  # noqa: BLE001 - on some config, a constraint past its bounds (_expr.py) or dividing by 0
         raise SpaceError(source, "constraints", f"{type(e).__name__}: {e}") from None
     if not configs:
         raise SpaceError(source, "constraints", "no config satisfies all constraints")
     _check_values_usable(space, configs)
     return space.with_priors(parse_priors(doc, space.values, configs, source))
+
+
+def _check_arch(arch: Any, vendor: str, source: str) -> None:
+    """`arch` must be an architecture of `vendor`: it picks the pre-filter's limits (resources.ARCHS), so gfx942
+    under nvidia would screen NVIDIA configs with AMD's shared memory. An arch the model does not know (a newer GPU:
+    the sweep then takes the device's) is judged by validation's naming rule."""
+    from raytune_attn.kernels.resources import ARCHS
+
+    if not isinstance(arch, str) or not arch:
+        raise SpaceError(source, "arch", f"must be a non-empty string, got {arch!r}")
+    owner = ARCHS[arch].vendor if arch in ARCHS else validation._arch_vendor(arch)
+    if owner != vendor:
+        raise SpaceError(source, "arch",
+                         f"{arch!r} is an architecture of vendor {owner}, not of this space's vendor {vendor}")
+
+
+def _boolean_constraint(source: str, constraints: Sequence[Constraint]) -> Callable[[Constraint, dict], bool]:
+    """A check of a constraint on a candidate config that refuses a result other than True or False: a constraint
+    such as `BLOCK_M` (a number, always truthy) would otherwise allow every config without a word."""
+
+    def holds(c: Constraint, cfg: dict) -> bool:
+        value = Expression.__call__(c, cfg)  # the expression's own value, before Constraint makes it a bool
+        if not isinstance(value, bool):
+            raise SpaceError(source, f"constraints[{constraints.index(c)}]",
+                             f"{c.expr!r} is {value!r} (not true or false) at {cfg}: a constraint must be a "
+                             f"condition, e.g. a comparison")
+        return value
+
+    return holds
 
 
 def _check_values_usable(space: SearchSpace, configs: list[dict[str, Any]]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -21,6 +22,7 @@ RESUME_WHERE = ("address", "num_cpus", "compile_workers")
 RESUME_OWN = ("resume", "out", "name")  # how the resume found the sweep
 _PATHS = ("problems", "space", "warm_start")  # the same file may be named another way
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME_MAX = 128  # a directory name (255 bytes on most filesystems) with room for Tune's "-attempt<k>" suffixes
 _ADDRESS = re.compile(r"^(auto|local|ray://\S+|[^\s:/]+:\d+)$")  # what ray.init(address=...) takes
 
 
@@ -135,28 +137,31 @@ def _problems(c: SweepConfig):
     """Each mistake in `c`, as the one line the user sees."""
     if c.searcher not in SEARCHERS:
         yield f"--searcher must be one of {', '.join(SEARCHERS)}, got {c.searcher!r}"
-    if not c.rungs_ms or any(not r > 0 for r in c.rungs_ms):
-        yield f"--rungs must be positive milliseconds, got {c.rungs!r}"
+    if not c.rungs_ms or any(not 0 < r < math.inf for r in c.rungs_ms):
+        yield f"--rungs must be positive, finite milliseconds, got {c.rungs!r}"
     elif any(later <= r for r, later in itertools.pairwise(c.rungs_ms)):
         # ASHA gives the configs it keeps more time: a later rung no longer than the one before measures a survivor
         # no better than the rung that kept it did.
         yield f"--rungs must increase (each rung times its configs longer than the one before), got {c.rungs!r}"
-    at_least = {"budget": 1, "family_k": 0, "top_k": 0, "compile_workers": 0, "trials_per_gpu": 1, "num_cpus": 1,
-                "cpu_actors": 1}
+    at_least = {"budget": 1, "seed": 0, "family_k": 0, "top_k": 0, "compile_workers": 0, "trials_per_gpu": 1,
+                "num_cpus": 1, "cpu_actors": 1}
     for name, low in at_least.items():
         v = getattr(c, name)
         if v is not None and v < low:
             yield f"{_flag(name)} must be >= {low}, got {v}"
+    # Finite too: a timing's repetitions and a compile's deadline are computed from them (an infinite one fails
+    # every trial's last rung, or the final re-measure, after Ray started).
     for name in ("compile_timeout", "final_rep_ms"):
-        if not getattr(c, name) > 0:
-            yield f"{_flag(name)} must be > 0, got {getattr(c, name)}"
-    if not c.compile_timeout_x >= 0:
-        yield f"--compile-timeout-x must be >= 0 (0: only --compile-timeout), got {c.compile_timeout_x}"
-    if not c.reduction_factor > 1:
-        yield f"--reduction-factor must be > 1 (ASHA keeps 1 in that many configs per rung), got {c.reduction_factor}"
-    if c.name is not None and not _NAME.match(c.name):
-        yield (f"--name must be letters, digits, '.', '_' or '-' (it names a directory, a Ray namespace and an MLflow "
-               f"experiment), got {c.name!r}")
+        if not 0 < getattr(c, name) < math.inf:
+            yield f"{_flag(name)} must be > 0 and finite, got {getattr(c, name)}"
+    if not 0 <= c.compile_timeout_x < math.inf:
+        yield f"--compile-timeout-x must be >= 0 and finite (0: only --compile-timeout), got {c.compile_timeout_x}"
+    if not 1 < c.reduction_factor < math.inf:
+        yield (f"--reduction-factor must be > 1 and finite (ASHA keeps 1 in that many configs per rung), got "
+               f"{c.reduction_factor}")
+    if c.name is not None and not (_NAME.match(c.name) and len(c.name) <= _NAME_MAX):
+        yield (f"--name must be at most {_NAME_MAX} letters, digits, '.', '_' or '-' (it names a directory, a Ray "
+               f"namespace and an MLflow experiment), got {c.name if len(c.name) <= 60 else c.name[:60] + '...'!r}")
     if c.resume and not (c.name or c.out):
         yield "--resume needs --name or --out of the sweep to finish"
     if c.address is not None and not _ADDRESS.match(c.address):

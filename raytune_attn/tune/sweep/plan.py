@@ -116,6 +116,9 @@ def _resumed(asked: SweepConfig, out: Path) -> tuple[SweepConfig, str]:
         raise SweepUsageError(f"--resume: {e}") from None
     if not isinstance(doc.get("args"), dict) or not isinstance(doc.get("name"), str):
         raise SweepUsageError(f"--resume: {saved} holds no sweep name and settings")
+    if asked.name and asked.name != doc["name"]:
+        raise SweepUsageError(f"--resume --name {asked.name}: {saved} holds sweep {doc['name']!r} (give its name, or "
+                              "--out alone)")
     try:
         config = dataclasses.replace(asked.resumed_from(doc["args"]), name=doc["name"])  # the name checked too
     except SweepUsageError as e:
@@ -144,13 +147,24 @@ def _prior(out: Path) -> resume.Resume:
 def _check_out(out: Path, name: str, resume: bool) -> None:
     if out.exists() and not out.is_dir():
         raise SweepUsageError(f"--out {out} is a file, not a directory")
-    if not resume and (out / "ray" / name).exists():
-        raise SweepUsageError(f"{out} already holds sweep {name!r}: pass --resume to finish it, or another --name")
+    if not resume and ((out / "sweep.json").exists() or (out / "ray" / name).exists()):
+        # A second sweep there would replace the first's sweep.json (its resume) and mix both in trials.parquet.
+        raise SweepUsageError(f"{out} already holds sweep {_held_name(out, name)!r}: pass --resume to finish it, or "
+                              "another --out")
     base = out
     while not base.exists():
         base = base.parent
     if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
         raise SweepUsageError(f"--out {out}: cannot write under {base}")
+
+
+def _held_name(out: Path, default: str) -> str:
+    """The name of the sweep whose sweep.json is in `out` (as far as it reads), else `default`."""
+    try:
+        name = state.read_doc(out / "sweep.json").get("name")
+    except (state.ResumeStateError, OSError, AttributeError):
+        return default
+    return name if isinstance(name, str) else default
 
 
 def _problem_sets(path: str | None) -> dict:

@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
 from raytune_attn import footprint
 from raytune_attn.problem import Problem
+from raytune_attn.tune.yaml_input import YamlInputError, read_yaml, schema_version_problem
 
 SCHEMA_VERSION = 1
 # The package's link to the repository's pipelines/problems/ (a wheel holds the files themselves).
@@ -55,9 +54,9 @@ def load_problems(path: str | Path) -> list[Problem]:
     p = resolve_path(path)
     src = str(path)
     try:
-        doc = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as e:
-        raise ProblemSetError(f"{src}: not valid YAML: {e}") from None
+        doc = read_yaml(p, src, "a problem-set YAML file")
+    except YamlInputError as e:
+        raise ProblemSetError(str(e)) from None
     return parse_problems(doc, source=src)
 
 
@@ -67,9 +66,9 @@ def parse_problems(doc, *, source: str = "<memory>") -> list[Problem]:
     unknown = sorted(set(doc) - _TOP_KEYS)
     if unknown:
         raise ProblemSetError(f"{source}: {unknown[0]}: unknown key (known: {', '.join(sorted(_TOP_KEYS))})")
-    if doc.get("schema_version") != SCHEMA_VERSION:
-        raise ProblemSetError(f"{source}: schema_version: is {doc.get('schema_version')!r}; "
-                              f"this loader reads {SCHEMA_VERSION}")
+    version = schema_version_problem(doc, SCHEMA_VERSION)
+    if version:
+        raise ProblemSetError(f"{source}: schema_version: {version}")
     defaults = doc.get("defaults") or {}
     if not isinstance(defaults, dict):
         raise ProblemSetError(f"{source}: defaults: must be a mapping of problem fields")
