@@ -311,7 +311,9 @@ def append_trials(path: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) ->
 # A version bump adds its own entry here, from the columns as that version first wrote them.
 LATER_IN_V1 = ("WARP_SPECIALIZE", "PERSISTENT", "REVERSE_M", "maxnreg", "ONE_Q_BUFFER", "NUM_SEGMENTS", "LPT_GROUP",
                "BAND_LAUNCH")
-REQUIRED_COLUMNS = {1: tuple(c for c in COLUMNS if c not in LATER_IN_V1)}
+# accelerator_type is not required either: a partition's file holds it in its directory's name, and a file copied
+# out of one (or rewritten by pandas from it) reads with it null, as before this check.
+REQUIRED_COLUMNS = {1: tuple(c for c in COLUMNS if c not in LATER_IN_V1 and c != PARTITION_COLUMN)}
 MEASURED_STATUSES = ("ok", "stopped")  # rows whose tflops/latency_ms were measured (stopped: at its last rung)
 
 
@@ -344,15 +346,11 @@ def _file_version(table: pa.Table, source: Path) -> int | None:
     return max(_version_of(v, source) for v in values)
 
 
-def _check_columns(table: pa.Table, source: Path, version: int, partition_value: str | None) -> None:
+def _check_columns(table: pa.Table, source: Path, version: int) -> None:
     """ResultsError naming the columns the file's schema version requires and the file lacks."""
-    have = set(table.column_names) | ({PARTITION_COLUMN} if partition_value is not None else set())
-    missing = [c for c in REQUIRED_COLUMNS[version] if c not in have]
+    missing = [c for c in REQUIRED_COLUMNS[version] if c not in table.column_names]
     if missing:
-        hint = " (a partition's file read outside its accelerator_type=... directory?)" \
-            if missing == [PARTITION_COLUMN] else ""
-        raise ResultsError(f"{source}: column(s) {', '.join(missing)} missing, required by results schema "
-                           f"v{version}{hint}")
+        raise ResultsError(f"{source}: column(s) {', '.join(missing)} missing, required by results schema v{version}")
 
 
 def _conform(table: pa.Table, source: Path, partition_value: str | None) -> pa.Table:
@@ -362,7 +360,7 @@ def _conform(table: pa.Table, source: Path, partition_value: str | None) -> pa.T
             f"{source}: results schema v{version} is newer than this raytune-attn reads (v{SCHEMA_VERSION}); upgrade"
         )
     if version is not None:
-        _check_columns(table, source, version, partition_value)
+        _check_columns(table, source, version)
     n = table.num_rows
     cols = []
     for f in SCHEMA:
