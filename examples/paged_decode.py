@@ -78,6 +78,10 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--block-size", type=int, default=16)
     args = ap.parse_args(argv)
+    if args.steps < 0:
+        ap.error(f"--steps must be >= 0, got {args.steps}")
+    if args.block_size not in (16, 32, 64, 128, 256):  # paged_attention's page sizes
+        ap.error(f"--block-size must be 16, 32, 64, 128 or 256, got {args.block_size}")
     device = "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cpu" and not interpreter_enabled():
         ap.error("no GPU: run with TRITON_INTERPRET=1 to use the Triton interpreter")

@@ -21,7 +21,11 @@ F = torch.nn.functional
 def main(argv: list[str]) -> int:
     if argv:
         # An artifact tuned on another GPU, arch or Triton major version warns once and the defaults are used.
-        raytune_attn.load_configs(argv[0])
+        try:
+            raytune_attn.load_configs(argv[0])
+        except (OSError, ValueError) as e:  # no such file, or not a valid artifact (ArtifactError): one line
+            print(f"quickstart: {e}", file=sys.stderr)
+            return 2
     dev, dt = ("cuda", torch.bfloat16) if torch.cuda.is_available() else ("cpu", torch.float32)
     q = torch.randn(2, 8, 256, 64, device=dev, dtype=dt)  # (batch, heads, seq, head_dim)
     k = torch.randn(2, 2, 256, 64, device=dev, dtype=dt)  # 2 key/value heads: GQA 4:1

@@ -2,9 +2,12 @@
 """Cluster entry point of a raytune-attn sweep: `raytune-attn tune`, connected to the Ray cluster it runs on.
 
     ray submit deploy/<cluster>.yaml pipelines/sweep.py -- \\
-        --problems ~/raytune-attn/pipelines/problems/standard.yaml --searcher gp --budget 64 --out ~/results/std
+        --problems pipelines/problems/standard.yaml --searcher gp --budget 64 --out '~/results/std'
     ray job submit --working-dir . -- \\
-        python pipelines/sweep.py --problems pipelines/problems/standard.yaml --budget 64 --out results/std
+        python pipelines/sweep.py --problems pipelines/problems/standard.yaml --budget 64 --out /results/std
+
+`~` is quoted so that the head node's shell expands it, not this machine's (another home, another user); a job's
+`--out` is absolute, since a relative one lands in the job's unpacked working directory, which Ray deletes.
 
 It takes the arguments of `raytune-attn tune` (see `python pipelines/sweep.py --help`) with `--address auto` as
 the default: it connects to the running cluster ($RAY_ADDRESS, which `ray job submit` sets, else the cluster
@@ -68,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--"]:
         argv = argv[1:]
-    if _option(argv, "--address") is None and not any(a in ("-h", "--help") for a in argv):
+    if any(a in ("-h", "--help") for a in argv):  # tune's help, read as this script's
+        print("pipelines/sweep.py takes the flags of `raytune-attn tune` below, with --address auto as its default: "
+              "the running cluster (it never starts one).\n")
+        argv = ["--help"]
+    elif _option(argv, "--address") is None:
         argv = ["--address", "auto", *argv]
     argv = _resolve_problems(argv)
     _ensure_importable()

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 import os
+import tempfile
 import threading
 import warnings
 from dataclasses import dataclass, field
@@ -95,8 +96,9 @@ def _warn_once(table_id: str, reason: str, message: str) -> None:
     warnings.warn(message, RuntimeWarning, stacklevel=3)
 
 
-def _resolve(path_or_uri: str | os.PathLike) -> list[Path]:
-    """The artifact files a path or URI names: the file, or every best_configs.json under a directory."""
+def _resolve(path_or_uri: str | os.PathLike, scratch: str) -> list[Path]:
+    """The artifact files a path or URI names: the file, or every best_configs.json under a directory (an MLflow
+    URI's download goes to the folder `scratch`)."""
     s = os.fspath(path_or_uri)
     if not s.strip():  # Path("") is the working directory: every artifact under it would be merged
         raise ValueError("load_configs: the path is empty")
@@ -106,9 +108,9 @@ def _resolve(path_or_uri: str | os.PathLike) -> list[Path]:
         except ImportError as e:
             raise ImportError(f"{s}: an MLflow URI needs MLflow, which the tune extra installs "
                               f"(pip install 'raytune-attn[tune]'): {e}") from None
-        local = Path(download_artifact(s))
+        local = Path(download_artifact(s, dst=scratch))
     elif s.startswith("file://"):
-        local = Path(s[len("file://"):])
+        local = _file_uri_path(s)
     elif "://" in s:
         raise ValueError(f"load_configs: {s}: scheme {s.split('://', 1)[0]!r} is not read here; give a local path, "
                          f"file://, or an MLflow URI ({', '.join(MLFLOW_SCHEMES)}), or download the artifact first")
@@ -120,6 +122,27 @@ def _resolve(path_or_uri: str | os.PathLike) -> list[Path]:
     if not found:
         raise FileNotFoundError(f"no {_artifact.ARTIFACT_FILENAME} in {s}")
     return found
+
+
+def _shown(given: str, path: Path, scratch: str) -> str:
+    """How messages name an artifact file: its path, or for one downloaded into `scratch` (removed once read) the
+    URI it came from, with the file's place under it where the URI named a folder (runs:/ID/, models:/NAME/1)."""
+    if not str(path).startswith(scratch):
+        return str(path)
+    rel = path.relative_to(scratch).as_posix()
+    return given if given.rstrip("/").endswith(rel) else f"{given.rstrip('/')}/{rel}"
+
+
+def _file_uri_path(uri: str) -> Path:
+    """The local path of a file:// URI (RFC 8089): percent-escapes decoded (`Path.as_uri()` writes a space as %20),
+    the host empty or localhost; another host's file is not read here."""
+    from urllib.parse import urlsplit
+    from urllib.request import url2pathname
+
+    parts = urlsplit(uri)
+    if parts.netloc not in ("", "localhost"):
+        raise ValueError(f"load_configs: {uri}: a file on host {parts.netloc!r}; give a local path or file:///path")
+    return Path(url2pathname(parts.path))
 
 
 def _same_gpu(e: dict, device: Any) -> bool:
@@ -219,9 +242,12 @@ def load_configs(path_or_uri: str | os.PathLike | None = None, *, device_info: A
         path_or_uri = os.environ.get(ENV_VAR)
         if not path_or_uri:
             raise ValueError(f"load_configs: no path given and ${ENV_VAR} is not set")
-    paths = _resolve(path_or_uri)
-    art = _artifact.merge([(str(p), _artifact.load(p)) for p in paths])
-    source = str(paths[0]) if len(paths) == 1 else f"{len(paths)} artifacts merged ({', '.join(map(str, paths))})"
+    # An MLflow URI's files are downloaded, read and removed: the table keeps the artifact, the source names the URI.
+    with tempfile.TemporaryDirectory(prefix="raytune-attn-configs-") as scratch:
+        paths = _resolve(path_or_uri, scratch)
+        art = _artifact.merge([(str(p), _artifact.load(p)) for p in paths])
+    shown = [_shown(os.fspath(path_or_uri), p, scratch) for p in paths]
+    source = shown[0] if len(paths) == 1 else f"{len(paths)} artifacts merged ({', '.join(shown)})"
     if device_info is None:
         from raytune_attn.device import detect
 

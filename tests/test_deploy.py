@@ -110,7 +110,7 @@ def _fake_tool(bindir: Path, name: str, script: str) -> None:
 # The programs deploy/onprem/node-resources.sh runs besides the GPU tools (bash's builtins aside). Its tests give it a
 # PATH of links to exactly these beside the stand-ins, so a GPU machine's own nvidia-smi or rocm-smi (in /usr/bin)
 # is never what the script finds.
-NODE_RESOURCES_UTILS = ("sed", "tr", "grep", "head", "cut")
+NODE_RESOURCES_UTILS = ("sed", "tr", "grep", "head")
 
 
 def _link_utils(bindir: Path) -> None:
@@ -159,6 +159,28 @@ def test_onprem_node_resources_script(tmp_path, tool, script, expect):
     out = subprocess.run([bash, str(DEPLOY / "onprem" / "node-resources.sh")], env=env, capture_output=True,
                          text=True, timeout=30, check=True).stdout.strip()
     assert out == '--resources={"accelerator_type:A100":1}'
+
+
+NVIDIA_NAMES = ("NVIDIA H100 80GB HBM3", "NVIDIA H200", "NVIDIA A100-SXM4-80GB", "NVIDIA RTX A6000", "NVIDIA L40S",
+                "Tesla V100-SXM2-16GB", "NVIDIA GeForce RTX 4090", "NVIDIA RTX 6000 Ada Generation",
+                "NVIDIA RTX PRO 6000 Blackwell Server Edition", "NVIDIA B200")
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_onprem_node_resources_names_nvidia_gpus_as_ray_does(tmp_path):
+    """The script's accelerator_type is Ray's own name for the card (Ray's detection is the oracle, a private function
+    read only here), so a host never carries two accelerator_type resources that the sweep would have to choose from."""
+    ray_nvidia = pytest.importorskip("ray._private.accelerators.nvidia_gpu")
+    ray_name = ray_nvidia.NvidiaGPUAcceleratorManager._gpu_name_to_accelerator_type
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    _link_utils(bindir)
+    for name in NVIDIA_NAMES:
+        _fake_tool(bindir, "nvidia-smi", f'case "$*" in *compute_cap*) echo 9.0;; *) echo "{name}";; esac\n')
+        out = subprocess.run([shutil.which("bash"), str(DEPLOY / "onprem" / "node-resources.sh")],
+                             env={"PATH": str(bindir), "HOME": str(tmp_path)}, capture_output=True, text=True,
+                             timeout=30, check=True).stdout
+        assert json.loads(out.split()[0].split("=", 1)[1]) == {f"accelerator_type:{ray_name(name)}": 1}, name
 
 
 # ------------------------------------------------------------------------------------------------ KubeRay
@@ -367,3 +389,16 @@ def test_every_node_gets_the_tuner_and_a_kept_torch_keeps_its_triton():
             assert any("-r " in c and "deploy/requirements-tune.txt" in c for c in before), (where, commands)
         else:
             assert "[tune]" in step, (where, step)
+
+
+def test_the_image_build_context_leaves_out_what_git_ignores():
+    """`COPY . /opt/raytune-attn` takes the whole build context: .dockerignore leaves out the git history and every
+    path .gitignore names (a clone's .venv alone is gigabytes), and nothing the image runs from."""
+    ignored = {line.strip() for line in (ROOT / ".dockerignore").read_text().splitlines()
+               if line.strip() and not line.startswith("#")}
+    git_ignored = {line.strip() for line in (ROOT / ".gitignore").read_text().splitlines()
+                   if line.strip() and not line.startswith("#")}
+    assert ".git/" in ignored
+    assert {p.replace("__pycache__/", "**/__pycache__/") for p in git_ignored} <= ignored
+    needed = ("raytune_attn", "pipelines", "search_spaces", "pyproject.toml", "README.md")
+    assert not any(p.rstrip("/") in needed for p in ignored)

@@ -55,3 +55,11 @@ def test_the_cluster_pipeline_names_the_extra_before_ray_starts(monkeypatch, tmp
     assert _load_pipeline().main(argv) == 2
     assert "pip install 'raytune-attn[tune]' (skopt is missing)" in capsys.readouterr().err
     assert ray.is_initialized() == ray_before and not out.exists()
+
+
+@pytest.mark.parametrize("flag", ["-h", "--help"])
+def test_the_cluster_pipelines_help_says_what_differs_from_tune(flag, capsys):
+    assert _load_pipeline().main([flag]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("pipelines/sweep.py takes the flags of `raytune-attn tune`") and "--address auto" in out
+    assert "--problems" in out  # tune's own flags follow

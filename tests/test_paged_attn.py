@@ -210,3 +210,14 @@ def test_example_decode_loop_runs():
     from examples.paged_decode import main
 
     assert main(["--steps", "2"]) == 0  # it compares every step with a float64 reference over the gathered keys
+
+
+@pytest.mark.parametrize("argv, words", [(["--block-size", "8"], "--block-size must be"),
+                                         (["--block-size", "0"], "--block-size must be"),
+                                         (["--steps", "-3"], "--steps must be >= 0")])
+def test_example_decode_loop_refuses_bad_flags(argv, words, capsys):
+    from examples.paged_decode import main
+
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 2 and words in capsys.readouterr().err

@@ -173,3 +173,20 @@ def test_a_plots_dir_that_cannot_be_made_is_refused_before_the_results_are_read(
     with pytest.raises(FileNotFoundError):  # a missing results folder is not made for its plots
         report.report(tmp_path / "no" / "trials.parquet")
     assert not (tmp_path / "no").exists()
+
+
+def test_plots_of_the_working_directory_are_named_after_it(trials_file, monkeypatch):
+    """`report .` in a sweep's folder: the PNGs beside it, named after the folder (the name of "." is "")."""
+    monkeypatch.chdir(trials_file.parent)
+    assert report.plot_paths(".") == (trials_file.parent.parent / "sweep_vs_baselines.png",
+                                      trials_file.parent.parent / "sweep_convergence.png")
+
+
+def test_plots_without_matplotlib_name_the_extra_before_reading(trials_file, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    with pytest.raises(ValueError, match=r"raytune-attn\[plots\].*--no-plots"):
+        report.report(trials_file)
+    assert report.report(trials_file, plots=False).plots == []

@@ -248,6 +248,17 @@ def test_environment_variable(tmp_path, monkeypatch):
     assert runtime.load_configs().n_usable == 5
 
 
+def test_file_uris_are_parsed_as_uris(tmp_path):
+    """`Path.as_uri()` percent-escapes a space; file://localhost/ is the local host; another host is refused."""
+    spaced = tmp_path / "two words"
+    spaced.mkdir()
+    path = make_artifact(spaced)
+    for uri in (path.as_uri(), f"file://localhost{path}"):
+        assert runtime.load_configs(uri, device_info=HERE).n_usable == 5, uri
+    with pytest.raises(ValueError, match="a file on host 'elsewhere'"):
+        runtime.load_configs(f"file://elsewhere{path}")
+
+
 def test_bad_artifact_raises_naming_the_file(tmp_path, monkeypatch):
     good = json.loads(make_artifact(tmp_path).read_text())
     good["entries"][0]["tflops"] = 1e9

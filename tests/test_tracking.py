@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -196,12 +197,15 @@ def test_parent_artifacts_over_rest(logged, tmp_path):
     assert len(df) == 6 and set(df["kind"]) == {"trial", "baseline"}
 
 
-def test_runtime_loads_a_runs_uri(logged, monkeypatch):
+def test_runtime_loads_a_runs_uri(logged, monkeypatch, tmp_path):
+    """The download is read and removed (the table holds the artifact): the table's source names the URI."""
     monkeypatch.setenv("MLFLOW_TRACKING_URI", logged["url"])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the download's folder is made
     runtime.clear_configs()
     try:
-        t = runtime.load_configs(f"runs:/{logged['parent']}/best_configs.json")
-        assert t.n_usable == 1
+        uri = f"runs:/{logged['parent']}/best_configs.json"
+        t = runtime.load_configs(uri)
+        assert t.n_usable == 1 and t.source == uri and not list(tmp_path.iterdir())
         cfg, how = runtime.lookup(**P.to_dict())
         assert how == f"exact:{P.key}" and cfg["BLOCK_M"] == 64
     finally:

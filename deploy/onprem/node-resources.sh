@@ -17,8 +17,13 @@ fi
 vendor=cpu accel="" arch=""
 if command -v nvidia-smi >/dev/null 2>&1 && name="$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n1)" && [[ -n "$name" ]]; then
   vendor=nvidia
-  # "NVIDIA H100 80GB HBM3" -> H100 (the model token, as Ray's NVIDIA accelerator manager names it)
-  accel="$(sed -E 's/NVIDIA|GeForce|Tesla//g' <<<"$name" | tr ' ' '\n' | grep -E '^[A-Za-z]+[0-9]' | head -n1 | cut -d- -f1)"
+  # Ray 2.60's name (ray/_private/accelerators/nvidia_gpu.py): the second word on, upper-case words then a model
+  # token with a digit, spaces as '-' ("NVIDIA H100 80GB HBM3" -> H100, "NVIDIA RTX A6000" -> RTX-A6000,
+  # "Tesla V100-SXM2-16GB" -> V100); else the name without "NVIDIA " ("NVIDIA GeForce RTX 4090" -> GeForce-RTX-4090).
+  accel="$(sed -nE 's/^[A-Za-z0-9_]+[[:space:]]+(([A-Z]+[[:space:]]+)*[A-Z0-9]*[0-9][A-Z0-9]*).*/\1/p' <<<"$name" | sed 's/ /-/g')"
+  if [[ ${#accel} -le 1 ]]; then
+    accel="$(sed -E 's/^NVIDIA[[:space:]]+//; s/[[:space:]]+$//; s/ /-/g' <<<"$name")"
+  fi
   cc="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -n1 | tr -d ' .')"
   [[ -n "$cc" ]] && arch="sm$cc"
 elif command -v amd-smi >/dev/null 2>&1 || command -v rocm-smi >/dev/null 2>&1; then

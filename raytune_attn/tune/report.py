@@ -15,6 +15,7 @@ Built on `raytune_attn.tune.results` (the one reader of the results, `best_so_fa
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -71,7 +72,8 @@ def _groups(df):
 
 
 def _search_time(trials) -> float:
-    """Seconds the search took: the last trial's wall time, else the span of its timestamps."""
+    """Seconds from the sweep's start to the search's last trial (its `wall_time_s`: the searches of a sweep run side
+    by side, so this is when the search was done, not its own length), else the span of its timestamps."""
     wt = trials["wall_time_s"].astype("float64")
     if len(wt) and wt.notna().any():
         return float(wt.max())
@@ -351,9 +353,9 @@ class Report:
 
 def plot_paths(results_path: str | os.PathLike, plots_dir: str | os.PathLike | None = None) -> tuple[Path, Path]:
     """Where the PNGs go: beside the results file (or dataset folder), named after it."""
-    p = Path(results_path)
+    p = Path(results_path).resolve()  # "." names its folder, not "" (which made "_vs_baselines.png" one level up)
     stem = p.stem if p.is_file() or p.suffix == ".parquet" else p.name
-    d = Path(plots_dir) if plots_dir is not None else p.resolve().parent
+    d = Path(plots_dir) if plots_dir is not None else p.parent
     return d / f"{stem}_vs_baselines.png", d / f"{stem}_convergence.png"
 
 
@@ -386,6 +388,9 @@ def report(
         raise ValueError(f"--format must be table, markdown or json, got {fmt!r}")
     if plots:
         _check_plots_dir(plot_paths(results_path, plots_dir)[0].parent, given=plots_dir is not None)
+        if importlib.util.find_spec("matplotlib") is None:  # the plots extra: not part of the tune extra
+            raise ValueError("the plots need matplotlib: pip install 'raytune-attn[plots]', or pass --no-plots for "
+                             "the tables only")
     df = results.read_trials(results_path)
     if not len(df):
         raise ValueError(f"{results_path}: no result rows")
@@ -408,7 +413,7 @@ def report(
     written: list[Path] = []
     if plots:
         vs_path, conv_path = plot_paths(results_path, plots_dir)
-        name = Path(results_path).name
+        name = Path(results_path).resolve().name
         written.append(plot_vs_baselines(summaries, vs_path, title=f"{name}: tuned against baselines"))
         written.append(plot_convergence_by_searcher(df, conv_path, title=f"{name}: convergence per searcher"))
     return Report(summaries, text, written)

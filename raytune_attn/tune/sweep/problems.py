@@ -41,6 +41,8 @@ def resolve_path(path: str | Path) -> Path:
     p = Path(path)
     if p.exists():
         return p
+    if p.is_absolute():  # no shipped set has an absolute name
+        raise FileNotFoundError(f"no problem-set file {path}")
     name = str(path).removeprefix("pipelines/problems/")
     name = name if name.endswith((".yaml", ".yml")) else f"{name}.yaml"
     alt = PROBLEMS_DIR / name
