@@ -60,6 +60,15 @@ def test_build_picks_winners_and_baselines(results_file):
     assert art["checksum"] == artifact.checksum(art)
 
 
+def test_a_row_without_knobs_never_wins():
+    """However fast, a row that recorded no config (a trial cut off before its knobs were set) is not a winner."""
+    base = {"status": "ok", "kind": "trial", "latency_ms": 1.0}
+    rows = [{**base, "trial_id": "x-final", "tflops": 200.0}, {**base, "trial_id": "y-final", "tflops": 100.0,
+                                                                "BLOCK_M": 64}]
+    assert winners.pick(rows)["trial_id"] == "y-final"
+    assert winners.pick(rows[:1]) is None
+
+
 def test_write_load_round_trip_is_json(results_file, tmp_path):
     art = winners.build_artifact(results.read_trials(results_file))
     path = artifact.write(art, tmp_path / "best_configs.json")

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from ray.tune.search import Searcher
 
+from raytune_attn.problem import Problem
 from raytune_attn.tune.search import load_space, make_searcher
 from raytune_attn.tune.sweep.callbacks import row_from_result
 from raytune_attn.tune.sweep.config import SweepConfig, SweepUsageError, parse_rungs
@@ -377,6 +378,24 @@ def test_final_candidates_are_the_top_k_then_unmeasured_sibling_winners_and_none
     picks = final_candidates(s, [s, sib], ranked, measured, top_k=1, family_k=2)
     assert [(o and o.key, r["trial_id"]) for o, r in picks] == [(None, "a"), ("s4096", "c")]
     assert final_candidates(s, [s, sib], ranked, measured, top_k=0, family_k=2) == []
+
+
+def test_rows_that_timed_nothing_are_never_final_candidates():
+    """A trial cut off by an interrupt reads back from Parquet with NaN tflops and maybe no knobs: neither is a
+    candidate for the final re-measure (re-measuring no knobs timed the defaults, which then won with config {})."""
+    from raytune_attn.tune.sweep.remeasure import _ranked
+
+    grid = {"hq": 16, "hkv": 16, "head_dim": 128, "causal": False, "dtype": "bfloat16", "varlen": False}
+    s = Search("s", "H200", {**grid, "batch": 8, "seqlen_q": 2048, "seqlen_k": 2048}, None, budget=1,
+               max_concurrent=1)
+    key = Problem.from_dict(s.problem).key
+    row = lambda tid, tf, status="ok", **knobs: {"trial_id": tid, "kind": "trial", "problem_key": key,  # noqa: E731
+                                                 "accelerator_type": "H200", "status": status, "tflops": tf, **knobs}
+    rows = [row("nan", float("nan"), "stopped", BLOCK_M=64), row("noknobs", 50.0, "stopped"),
+            row("zero", 0.0, BLOCK_M=32), row("inf", float("inf"), BLOCK_M=16), row("good", 9.0, BLOCK_M=128),
+            row("stopped", 8.0, "stopped", BLOCK_M=256), row("failed", 99.0, "invalid", BLOCK_M=128, BLOCK_N=16)]
+    ranked, _ = _ranked([s], rows)
+    assert [r["trial_id"] for r in ranked[s.key]] == ["good", "stopped"]
 
 
 def test_cli_tune_bad_flag_exits_2(capsys):

@@ -11,7 +11,7 @@ from benchmarks.two_gpu_table import sweep_row, winning_tflops
 def _trials(n: int, gpus: list[str]) -> pd.DataFrame:
     t0 = pd.Timestamp("2026-11-27 20:00:00", tz="UTC")
     rows = [{"trial_id": f"t{i}", "kind": "trial", "accelerator_type": "H100", "problem_key": "p", "status": "ok",
-             "tflops": float(i), "latency_ms": 1.0,
+             "tflops": float(i), "latency_ms": 1.0, "BLOCK_M": 64,
              "timestamp": str(t0 + pd.Timedelta(seconds=i)), "extra": json.dumps({"gpu": gpus[i % len(gpus)]})}
             for i in range(n)]
     rows.append({**rows[-1], "trial_id": f"t{n - 1}-final", "tflops": 100.0})  # the final re-measure, not a trial

@@ -74,7 +74,8 @@ def _speed(r: Mapping[str, Any]) -> float | None:
 
 def pick(rows: list[dict]) -> dict | None:
     """One search's winning row, or None when no row is ok: among the final re-measures if any, else the trials."""
-    ok = [r for r in rows if r.get("status") == "ok" and _speed(r) is not None]
+    # A row without knobs (a trial cut off before its config was recorded) names no config to ship, whatever it timed.
+    ok = [r for r in rows if r.get("status") == "ok" and _speed(r) is not None and row_config(r)]
     finals = [r for r in ok if is_final(r.get("trial_id"))]
     pool = finals or ok
     if not pool:

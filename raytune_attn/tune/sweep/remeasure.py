@@ -65,9 +65,19 @@ def _ranked(searches, rows) -> tuple[dict, dict]:
         measured[s.key] = {config_key(r) for r in own}
         # Candidates include trials that early stopping ended: a rung of a few runs is noisy, and a config stopped
         # on one unlucky rung may still be the best; the longer re-measure decides.
-        ranked[s.key] = sorted((r for r in own if r["status"] in ("ok", "stopped") and r.get("tflops")),
+        ranked[s.key] = sorted((r for r in own if r["status"] in ("ok", "stopped") and _measured(r)),
                                key=lambda r: -float(r["tflops"]))
     return ranked, measured
+
+
+def _measured(row) -> bool:
+    """A row that timed its config: a finite, positive speed (rows read back from Parquet hold NaN where none was
+    measured, which `r.get("tflops")` took for one) and its knobs (re-measuring no knobs times the defaults)."""
+    try:
+        t = float(row.get("tflops"))
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(t) and t > 0 and bool(results.row_config(row))
 
 
 def final_candidates(s, searches, ranked, measured, top_k: int, family_k: int) -> list[tuple]:
