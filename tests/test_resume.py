@@ -121,6 +121,17 @@ def test_load_counts_finished_trials_once_and_marks_those_left_in_flight(tmp_pat
     assert again.interrupted == () and again.done_count("CPU/" + KEY1) == 2
 
 
+def test_an_emptied_ledger_beside_trial_rows_is_refused_naming_it(tmp_path):
+    """The ledger's attempt lines say which trials were in flight when a driver ended: with trial rows and none of
+    them, a resume could not mark those trials (they would be lost), so it is refused."""
+    cfg = load_space("cpu/interpreter").configs()[0]
+    results.write_trials([_row("t0", "ok", cfg, 1)], tmp_path / "trials")
+    (tmp_path / resume.LEDGER_NAME).write_text("")
+    with pytest.raises(ResumeStateError, match=r"ledger\.jsonl: no driver's attempt recorded, yet the sweep holds 1 "
+                                               r"trial row"):
+        resume.load(tmp_path)
+
+
 def test_a_resume_cuts_a_ledger_line_a_write_left_short_and_keeps_every_row(tmp_path, caplog):
     """A full disk or power loss can leave the ledger's last line short; the resume cuts it back to the last whole
     line (saying so), reads the rest, and appends after it. What was measured is in the rows, all kept."""

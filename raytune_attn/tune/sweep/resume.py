@@ -71,6 +71,10 @@ def load(out: Path) -> Resume:
         rows = logged_trials(out)
     except results.ResultsError as e:
         raise ResumeStateError(str(e)) from None
+    if rows and attempt == 1:  # every driver records its attempt before Ray starts, so before any trial row
+        raise ResumeStateError(f"{ledger.path}: no driver's attempt recorded, yet the sweep holds {len(rows)} trial "
+                               "row(s): the ledger was emptied or replaced; the trials in flight when it ended cannot "
+                               "be known")
     seen = {str(r["trial_id"]) for r in rows}
     done: dict[str, list] = {}
     for r in rows:
