@@ -33,7 +33,7 @@ def attention(q, k, v, *, causal=False, softmax_scale=None, config=None, return_
         except (AttributeError, IndexError, KeyError, ValueError):  # not 4-D tensors of a supported dtype, no heads:
             inputs.check_dense(q, k, v)  # let the checks say
             raise
-    if _host_bfloat16(q):
+    if inputs.host_bfloat16(q):
         inputs.check_dense(q, k, v)
         out = attention(q.float(), k.float(), v.float(), causal=causal, softmax_scale=softmax_scale, config=config,
                         return_lse=return_lse)
@@ -58,7 +58,7 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     if config is None:
         config = _select(cu_seqlens_q.numel() - 1, q.shape[1], k.shape[1], max_seqlen_q, max_seqlen_k, q.shape[2],
                          causal, q.dtype, True)
-    if _host_bfloat16(q):
+    if inputs.host_bfloat16(q):
         out = varlen_attention(q.float(), k.float(), v.float(), cu_seqlens_q, cu_seqlens_k, max_seqlen_q,
                                max_seqlen_k, causal=causal, softmax_scale=softmax_scale, config=config,
                                return_lse=return_lse)
@@ -69,10 +69,6 @@ def varlen_attention(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seql
     return flash_attn_fwd(q, k, v, config, causal=causal, softmax_scale=softmax_scale, cu_seqlens_q=cu_seqlens_q,
                           cu_seqlens_k=cu_seqlens_k, max_seqlen_q=max_seqlen_q, max_seqlen_k=max_seqlen_k,
                           return_lse=return_lse)
-
-
-def _host_bfloat16(q) -> bool:
-    return isinstance(q, torch.Tensor) and q.dtype is torch.bfloat16 and q.device.type == "cpu"
 
 
 def _cast_back(out, dtype, return_lse: bool):

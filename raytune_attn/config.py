@@ -136,15 +136,19 @@ def _typed(config: Mapping[str, Any], head_dim: int) -> dict[str, Any]:
         raise InvalidConfig(f"unknown knob(s) {unknown}; known knobs are {sorted(KNOBS)}")
     out = default_config(head_dim)
     for name, value in config.items():
-        want = KNOBS[name]
-        # bool is an int subclass: refuse True for an int knob and 1 for a bool knob, both are likely typos.
-        if want is bool:
-            if not isinstance(value, bool):
-                raise InvalidConfig(f"knob {name} must be true or false, got {value!r}")
-        elif isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidConfig(f"knob {name} must be an integer, got {value!r}")
+        check_knob_type(name, value)
         out[name] = value
     return out
+
+
+def check_knob_type(name: str, value: Any) -> None:
+    """InvalidConfig unless `value` has knob `name`'s type (KNOBS)."""
+    # bool is an int subclass: refuse True for an int knob and 1 for a bool knob, both are likely typos.
+    if KNOBS[name] is bool:
+        if not isinstance(value, bool):
+            raise InvalidConfig(f"knob {name} must be true or false, got {value!r}")
+    elif isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidConfig(f"knob {name} must be an integer, got {value!r}")
 
 
 def _check_ranges(out: dict[str, Any]) -> None:

@@ -37,6 +37,12 @@ def check_forward_only(q, k, v, *, grad_mode: bool | None = None) -> None:
     )
 
 
+def host_bfloat16(q) -> bool:
+    """A bfloat16 tensor on the CPU: the Triton interpreter computes through NumPy, which has no bfloat16, so the
+    entry points compute it in float32 and cast the output back."""
+    return isinstance(q, torch.Tensor) and q.dtype is torch.bfloat16 and q.device.type == "cpu"
+
+
 def _check_common(q, k, v, rank: int, layout: str):
     for name, t in (("q", q), ("k", k), ("v", v)):
         if not isinstance(t, torch.Tensor):

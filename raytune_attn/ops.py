@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from raytune_attn.config import KNOBS, InvalidConfig
+from raytune_attn.config import KNOBS, InvalidConfig, check_knob_type
 from raytune_attn.inputs import check_forward_only
 
 _KNOB_NAMES = tuple(KNOBS)
@@ -37,12 +37,11 @@ def encode_config(config: Mapping[str, Any] | None) -> list[int] | None:
 
 
 def _encode_value(knob: str, value: Any) -> int:
-    """A knob's value as an int, refused (not coerced) where `raytune_attn.attention` would refuse its type; -1 is
-    the unset marker, so no negative value crosses (no knob takes one)."""
-    if KNOBS[knob] is bool and not isinstance(value, bool):
-        raise InvalidConfig(f"knob {knob} must be a bool, got {value!r}")
-    if KNOBS[knob] is int and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
-        raise InvalidConfig(f"knob {knob} must be a non-negative int, got {value!r}")
+    """A knob's value as an int, its type checked as `raytune_attn.attention` checks it (not coerced); -1 is the
+    unset marker, so no negative value crosses (no knob takes one)."""
+    check_knob_type(knob, value)
+    if value < 0:
+        raise InvalidConfig(f"knob {knob} must be >= 0 (-1 marks an unset knob here), got {value}")
     return int(value)
 
 

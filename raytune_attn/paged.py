@@ -19,7 +19,7 @@ import numbers
 import torch
 
 from raytune_attn.device import interpreter_enabled
-from raytune_attn.inputs import check_forward_only
+from raytune_attn.inputs import check_forward_only, host_bfloat16
 from raytune_attn.kernels.paged_attn import paged_attn_fwd
 from raytune_attn.paged_runtime import select_paged_config
 from raytune_attn.validation import check_paged as check_paged_config
@@ -60,7 +60,7 @@ def paged_attention(q, k_cache, v_cache, *, block_table, seqused_k, cu_seqlens_q
         config = check_paged_config(config, head_dim=q.shape[-1], group=q.shape[1] // k_cache.shape[2])
     # The kernel reads the per-sequence tensors at unit stride: a strided view (a column of a wider tensor) is copied.
     seqused_k, cu_seqlens_q = seqused_k.contiguous(), cu_seqlens_q.contiguous()
-    if q.dtype is torch.bfloat16 and q.device.type == "cpu":
+    if host_bfloat16(q):
         result = paged_attn_fwd(q.float().contiguous(), k_cache.float(), v_cache.float(), torch.empty(q.shape),
                                 block_table, seqused_k, cu_seqlens_q, max_seqlen_q, config, causal=causal,
                                 scale=scale)

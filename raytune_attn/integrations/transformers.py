@@ -52,7 +52,7 @@ def _paged(query, key, value, attention_mask, causal, scaling, config=None):
     of `raytune_attn.attention` (the same layout), bfloat16 on the CPU its float32 detour."""
     inputs.check_forward_only(query, key, value)
     inputs.check_dense(query, key, value)
-    if query.dtype is torch.bfloat16 and query.device.type == "cpu":  # the interpreter has no bfloat16 (NumPy)
+    if inputs.host_bfloat16(query):
         out = _paged(query.float(), key.float(), value.float(), attention_mask, causal, scaling, config)
         return out.to(query.dtype)
     b, hq, sq, d = query.shape

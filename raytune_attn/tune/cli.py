@@ -55,10 +55,10 @@ def _file_out(path: str, name: str, flag: str) -> str:
     """An output file flag's path (an existing directory means the file `name` in it), checked writable before the
     command's work: the nearest existing folder above it must be a writable directory (the writers create the
     folders below it)."""
+    from raytune_attn.tune.out_paths import existing_base
+
     path = str(Path(path) / name) if Path(path).is_dir() else path
-    base = Path(path).expanduser().absolute().parent
-    while not base.exists() and base != base.parent:
-        base = base.parent
+    base = existing_base(Path(path).parent)
     if not base.is_dir():
         raise UsageError(f"{flag} {path}: {base} is a file, not a directory")
     if not os.access(base, os.W_OK | os.X_OK) or (Path(path).exists() and not os.access(path, os.W_OK)):

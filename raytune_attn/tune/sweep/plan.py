@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raytune_attn.problem import Problem
+from raytune_attn.tune.out_paths import existing_base
 from raytune_attn.tune.sweep import resume, state, trust
 from raytune_attn.tune.sweep.config import SweepConfig, SweepUsageError
 from raytune_attn.tune.sweep.lock import check_free
@@ -151,9 +152,7 @@ def _check_out(out: Path, name: str, resume: bool) -> None:
         # A second sweep there would replace the first's sweep.json (its resume) and mix both in trials.parquet.
         raise SweepUsageError(f"{out} already holds sweep {_held_name(out, name)!r}: pass --resume to finish it, or "
                               "another --out")
-    base = out
-    while not base.exists():
-        base = base.parent
+    base = existing_base(out)
     if not base.is_dir() or not os.access(base, os.W_OK | os.X_OK):
         raise SweepUsageError(f"--out {out}: cannot write under {base}")
 

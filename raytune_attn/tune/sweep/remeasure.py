@@ -15,6 +15,7 @@ import logging
 import math
 import time
 
+from raytune_attn.artifact import float_or_none
 from raytune_attn.problem import Problem
 from raytune_attn.tune import results
 from raytune_attn.tune.winners import FINAL_SUFFIX
@@ -73,11 +74,8 @@ def _ranked(searches, rows) -> tuple[dict, dict]:
 def _measured(row) -> bool:
     """A row that timed its config: a finite, positive speed (rows read back from Parquet hold NaN where none was
     measured, which `r.get("tflops")` took for one) and its knobs (re-measuring no knobs times the defaults)."""
-    try:
-        t = float(row.get("tflops"))
-    except (TypeError, ValueError):
-        return False
-    return math.isfinite(t) and t > 0 and bool(results.row_config(row))
+    t = float_or_none(row.get("tflops"))
+    return t is not None and 0 < t < math.inf and bool(results.row_config(row))
 
 
 def final_candidates(s, searches, ranked, measured, top_k: int, family_k: int) -> list[tuple]:
